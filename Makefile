@@ -1,0 +1,51 @@
+# ffnbench — `make help` lists the targets. Everything runs inside ./.venv, created on first use and
+# refreshed whenever pyproject.toml changes.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+EXP      ?= quick   # sweep preset: conf/experiment/<EXP>.yaml
+ARGS     ?=         # extra Hydra overrides for every run, e.g. ARGS="trainer.max_tokens=20000"
+LAUNCHER ?=         # basic (default) | joblib | submitit_local | submitit_slurm
+SWEEP    ?=         # sweep directory for `make report` (default: the last sweep)
+
+.PHONY: help install lint test test-slow sweep report bench params data clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  variables: EXP=<experiment> ARGS=\"<hydra overrides>\" LAUNCHER=<launcher> SWEEP=<dir> CONFIRM=1"
+
+install: $(STAMP) ## create .venv and install ffnbench with its dev extras
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	@touch $(STAMP)
+
+lint: $(STAMP) ## ruff over the package and the tests
+	$(VENV)/bin/ruff check ffnbench tests
+
+test: lint ## lint, then the test suite (minutes; slow checks excluded)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP) ## only the slow checks
+	$(PY) -m pytest -q -m slow
+
+sweep: $(STAMP) ## run a sweep (default EXP=quick, offline on CPU) and write its report
+	$(PY) -m ffnbench.sweep $(strip $(EXP)) $(if $(strip $(LAUNCHER)),--launcher $(strip $(LAUNCHER))) -- $(ARGS)
+
+report: $(STAMP) ## (re)build REPORT.md and figures for SWEEP (default: the last sweep)
+	$(PY) -m ffnbench.report $(strip $(SWEEP))
+
+bench: $(STAMP) ## performance benchmarks, recorded as ratios under experiments/bench/
+	$(PY) -m ffnbench.bench
+
+params: $(STAMP) ## the documents' FFN parameter/FLOP table (ARGS="model=tiny ffn=swiglu" for a config)
+	$(PY) -m ffnbench params $(ARGS)
+
+data: $(STAMP) ## prepare the default corpus (ARGS="data=..." for another) and print its size
+	$(PY) -m ffnbench.data $(ARGS)
+
+clean: ## remove caches and build leftovers (keeps .venv, runs/ and experiments/)
+	rm -rf .pytest_cache .ruff_cache build *.egg-info

@@ -1,0 +1,175 @@
+"""FFN registry: forward against the formula written out, exact sizing and parameter counts, bad input."""
+
+import math
+
+import pytest
+import torch
+
+from ffnbench.errors import ConfigError
+from ffnbench.ffn import (
+    VARIANTS,
+    ActivationStats,
+    FeedForward,
+    FFNSpec,
+    budget_nominal_hidden_size,
+    ffn_param_count,
+    round_up,
+    size_ffn,
+)
+
+# The reference nonlinearities, written independently of ffn.py.
+REFERENCE = {
+    "relu": lambda x: torch.clamp(x, min=0),
+    "gelu": lambda x: 0.5 * x * (1 + torch.erf(x / math.sqrt(2))),
+    "swish": lambda x: x / (1 + torch.exp(-x)),
+    "relu2": lambda x: torch.clamp(x, min=0) ** 2,
+    "linear": lambda x: x,
+    "glu": lambda x: 1 / (1 + torch.exp(-x)),
+    "bilinear": lambda x: x,
+    "reglu": lambda x: torch.clamp(x, min=0),
+    "geglu": lambda x: 0.5 * x * (1 + torch.erf(x / math.sqrt(2))),
+    "swiglu": lambda x: x / (1 + torch.exp(-x)),
+}
+GATED = {"glu", "bilinear", "reglu", "geglu", "swiglu"}
+
+
+def test_registry_is_the_documented_set():
+    assert set(VARIANTS) == set(REFERENCE)
+    assert {n for n, v in VARIANTS.items() if v.gated} == GATED
+
+
+@pytest.mark.parametrize("act", sorted(REFERENCE))
+@pytest.mark.parametrize("bias", [False, True])
+def test_forward_matches_reference_formula(act, bias):
+    torch.manual_seed(0)
+    d = 16
+    ffn = FeedForward(d, FFNSpec(act, width=3, bias=bias)).double()
+    if bias:  # non-zero biases, so that a missing bias would show
+        for p in ffn.parameters():
+            if p.ndim == 1:
+                p.data.normal_()
+    x = torch.randn(2, 5, d, dtype=torch.double)
+    phi = REFERENCE[act]
+
+    def lin(layer, v):
+        out = v @ layer.weight.T
+        return out + layer.bias if bias else out
+
+    if act in GATED:
+        hidden = phi(lin(ffn.w_gate, x)) * lin(ffn.w_up, x)
+    else:
+        hidden = phi(lin(ffn.w_up, x))
+    expected = lin(ffn.w_down, hidden)
+    torch.testing.assert_close(ffn(x), expected, rtol=1e-10, atol=1e-10)
+
+
+def test_gelu_tanh_approximation_option():
+    d = 8
+    ffn = FeedForward(d, FFNSpec("gelu", width=2, approximate="tanh")).double()
+    x = torch.randn(4, d, dtype=torch.double)
+    u = x @ ffn.w_up.weight.T
+    tanh_gelu = 0.5 * u * (1 + torch.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u**3)))
+    torch.testing.assert_close(ffn(x), tanh_gelu @ ffn.w_down.weight.T)
+    exact = FeedForward(d, FFNSpec("gelu", width=2)).double()
+    exact.load_state_dict(ffn.state_dict())
+    assert not torch.allclose(exact(x), ffn(x), rtol=0, atol=1e-12)
+
+
+def test_silu_is_an_alias_of_swish():
+    assert FFNSpec("silu", width=4).act == "swish"
+
+
+SIZINGS = [{"width": 2}, {"width": 4}, {"width": 8}, {"budget": 2}, {"budget": 8 / 3}, {"budget": 4},
+           {"budget": 8}, {"width": 4, "multiple_of": 64}, {"budget": 4, "multiple_of": 7}]
+
+
+@pytest.mark.parametrize("act", sorted(REFERENCE))
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("sizing", SIZINGS, ids=lambda s: "-".join(f"{k}{v:.3g}" for k, v in s.items()))
+def test_analytic_param_count_equals_module(act, bias, sizing):
+    d = 48
+    spec = FFNSpec(act, bias=bias, **sizing)
+    module = FeedForward(d, spec)
+    size = size_ffn(spec, d)
+    assert size.params == sum(p.numel() for p in module.parameters())
+    assert size.d_ff == module.w_down.in_features
+    assert size.d_ff % spec.multiple_of == 0 and size.d_ff >= size.nominal_d_ff - 1e-6
+
+
+@pytest.mark.parametrize("act", sorted(GATED))
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("ratio", [2, 8 / 3, 4, 8])
+@pytest.mark.parametrize("multiple_of", [1, 8])
+def test_budget_matches_ungated_within_one_rounding_step(act, bias, ratio, multiple_of):
+    d = 96
+    size = size_ffn(FFNSpec(act, budget=ratio, bias=bias, multiple_of=multiple_of), d)
+    ungated_target = 2 * d * ratio * d + ((ratio * d + d) if bias else 0)
+    one_step = ffn_param_count(d, multiple_of, gated=True, bias=bias) - (d if bias else 0)  # params per step
+    assert 0 <= size.params - ungated_target <= one_step + 1e-6
+    assert size.mismatch == pytest.approx((size.params - ungated_target) / ungated_target)
+    assert size.target_params == pytest.approx(ungated_target)
+
+
+def test_ungated_budget_equals_width():
+    for act in ("relu", "gelu", "linear"):
+        assert size_ffn(FFNSpec(act, budget=4), 128).d_ff == size_ffn(FFNSpec(act, width=4), 128).d_ff == 512
+        assert size_ffn(FFNSpec(act, budget=4), 128).mismatch == 0
+
+
+def test_swiglu_budget_4_is_8_thirds_and_llama_rounding():
+    assert budget_nominal_hidden_size(768, 4, gated=True, bias=False) == pytest.approx(2048)
+    assert size_ffn(FFNSpec("swiglu", budget=4), 768).d_ff == 2048
+    llama = size_ffn(FFNSpec("swiglu", budget=4, multiple_of=256), 4096)
+    assert llama.nominal_d_ff == pytest.approx(10922.666, abs=1e-2)
+    assert llama.d_ff == 11008 == 43 * 256
+    assert llama.params == 135_266_304
+
+
+def test_round_up_absorbs_float_error():
+    assert round_up(8 / 3 * 768, 1) == 2048
+    assert round_up(10922.67, 256) == 11008
+    assert round_up(3072.0, 64) == 3072
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"act": "tanhglu", "width": 4}, "ffn.act"),
+        ({"act": "relu"}, "ffn.width / ffn.budget"),
+        ({"act": "relu", "width": 4, "budget": 4}, "ffn.width / ffn.budget"),
+        ({"act": "relu", "width": 0}, "ffn.width"),
+        ({"act": "relu", "budget": -2}, "ffn.budget"),
+        ({"act": "relu", "width": float("nan")}, "ffn.width"),
+        ({"act": "relu", "width": 4, "multiple_of": 0}, "ffn.multiple_of"),
+        ({"act": "relu", "width": 4, "approximate": "tanh"}, "ffn.approximate"),
+    ],
+)
+def test_bad_specs_fail_at_construction_naming_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field.replace(".", r"\.").replace("/", "/")) as info:
+        FFNSpec(**kwargs)
+    if field == "ffn.act":
+        assert "swiglu" in str(info.value) and "relu" in str(info.value)  # the known variants are listed
+    assert isinstance(info.value, ConfigError)
+
+
+def test_activation_stats_are_exact_on_a_hand_built_case():
+    ffn = FeedForward(2, FFNSpec("relu", width=2))  # d_ff = 4
+    with torch.no_grad():
+        ffn.w_up.weight.copy_(torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]]))
+    ffn.stats = ActivationStats(4, torch.device("cpu"))
+    # Tokens (1, 1) and (2, -1): unit 1 (−x₀) is never active; unit 3 (−x₁) is active once.
+    ffn(torch.tensor([[1.0, 1.0], [2.0, -1.0]]))
+    s = ffn.stats.summary()
+    # pre-activations: t0 = (1, -1, 1, -1), t1 = (2, -2, -1, 1): four of eight are ≤ 0 → relu gives 0
+    assert s["zero_frac"] == 4 / 8
+    assert s["dead_frac"] == 1 / 4
+    assert s["never_positive_frac"] == 1 / 4
+
+
+def test_stats_off_by_default_and_do_not_change_output():
+    ffn = FeedForward(8, FFNSpec("reglu", budget=4))
+    x = torch.randn(3, 8)
+    y0 = ffn(x)
+    ffn.stats = ActivationStats(ffn.size.d_ff, torch.device("cpu"))
+    torch.testing.assert_close(ffn(x), y0)
+    assert ffn.stats.count == 3 * ffn.size.d_ff
