@@ -25,6 +25,7 @@ NON_IDENTITY_KEYS = (
     "run_dir",
     "runs_root",
     "logger",
+    "slurm",
     "data.cache_dir",
     "data.num_proc",
     "trainer.progress_bar",
@@ -66,8 +67,9 @@ def register_resolvers() -> None:
 register_resolvers()
 
 
-def compose(overrides: Sequence[str] = (), config_name: str = "train") -> DictConfig:
-    """The config `python -m ffnbench.train <overrides>` would run with (hydra runtime keys excluded)."""
+def compose(overrides: Sequence[str] = (), config_name: str = "train", return_hydra_config: bool = False) -> DictConfig:
+    """The config `python -m ffnbench.train <overrides>` would run with (with `return_hydra_config`, also its
+    `hydra` node: run and sweep directories, launcher, sweeper)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
@@ -75,9 +77,11 @@ def compose(overrides: Sequence[str] = (), config_name: str = "train") -> DictCo
 
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
-            return hydra_compose(config_name=config_name, overrides=list(overrides))
+            return hydra_compose(config_name=config_name, overrides=list(overrides),
+                                 return_hydra_config=return_hydra_config)
     except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(str(e).split("\nConfig search path")[0].strip()) from None
+        # One line: Hydra's message spans several (the options of a group, the search path).
+        raise ConfigError(" ".join(str(e).split("\nConfig search path")[0].split())) from None
 
 
 def _get(node: Mapping | DictConfig, key: str, default: Any = None) -> Any:
