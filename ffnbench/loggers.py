@@ -1,0 +1,119 @@
+"""Loggers: metrics.csv in the run directory (resumable), and Weights & Biases (offline unless logged in)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import netrc
+import os
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+from lightning.pytorch.loggers.logger import rank_zero_experiment
+
+from ffnbench.errors import ConfigError
+
+WANDB_MODES = ("online", "offline", "disabled", "auto")
+
+
+class _RunCSVWriter(ExperimentWriter):
+    """Lightning's CSV writer, except that it does not delete metrics.csv when the directory has other files,
+    and on a resume keeps the rows up to the checkpoint's step (later rows will be logged again)."""
+
+    def __init__(self, log_dir: str, resume_step: int | None):  # super().__init__ would delete the file
+        from lightning.fabric.utilities.cloud_io import get_filesystem
+
+        self.hparams: dict[str, Any] = {}
+        self.metrics: list[dict[str, float]] = []
+        self.metrics_keys: list[str] = []
+        self._fs = get_filesystem(log_dir)
+        self.log_dir = log_dir
+        self.metrics_file_path = os.path.join(log_dir, self.NAME_METRICS_FILE)
+        os.makedirs(log_dir, exist_ok=True)
+        path = Path(self.metrics_file_path)
+        if resume_step is None or not path.exists():
+            path.unlink(missing_ok=True)
+            return
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            header = list(reader.fieldnames or [])
+            rows = [r for r in reader if r.get("step") and float(r["step"]) <= resume_step]
+        self.metrics_keys = sorted(header)
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.metrics_keys)
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+class RunCSVLogger(CSVLogger):
+    """Writes <run_dir>/metrics.csv and <run_dir>/hparams.yaml."""
+
+    def __init__(self, run_dir: Path, resume_step: int | None = None):
+        super().__init__(save_dir=str(run_dir), name="", version="")
+        self._resume_step = resume_step
+
+    @property
+    @rank_zero_experiment
+    def experiment(self) -> _RunCSVWriter:
+        if self._experiment is None:
+            self._experiment = _RunCSVWriter(self.log_dir, self._resume_step)
+        return self._experiment
+
+
+def has_wandb_credentials() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        hosts = netrc.netrc().hosts
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return any("wandb" in host for host in hosts)
+
+
+def wandb_mode(requested: str | None) -> str:
+    """`auto` (the default) is online when credentials exist, offline otherwise; anything else is as asked."""
+    requested = (requested or "auto").lower()
+    if requested not in WANDB_MODES:
+        raise ConfigError(f"logger.wandb.mode: expected one of {', '.join(WANDB_MODES)}, got {requested!r}")
+    if requested == "auto":
+        return "online" if has_wandb_credentials() else "offline"
+    return requested
+
+
+def wandb_run_id(run_dir: Path) -> str:
+    """Stable per run directory, so a resumed run continues the same wandb run."""
+    return hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:16]
+
+
+def make_wandb_logger(wcfg: dict, run_dir: Path, group: str, run_name: str, tags: list[str], config: dict):
+    from lightning.pytorch.loggers import WandbLogger
+
+    mode = wandb_mode(wcfg.get("mode"))
+    return WandbLogger(
+        project=wcfg.get("project") or "ffnbench",
+        entity=wcfg.get("entity"),
+        group=group,
+        name=run_name,
+        id=wandb_run_id(run_dir),
+        resume="allow",
+        mode=mode,
+        save_dir=str(run_dir),
+        tags=[*tags, *list(wcfg.get("tags") or [])],
+        config=config,
+        job_type="train",
+    )
+
+
+def finish_wandb(exit_code: int, summary: dict[str, Any] | None = None) -> None:
+    """Close this process's wandb run, if one was started, whatever happened to the training."""
+    try:
+        import wandb
+    except ImportError:
+        return
+    if wandb.run is None:
+        return
+    if summary:
+        wandb.run.summary.update({k: v for k, v in summary.items() if v is not None})
+    wandb.finish(exit_code=exit_code)

@@ -1,0 +1,152 @@
+"""The LightningModule: next-token loss, AdamW with warmup + cosine, clipping, validation with bits per
+byte, FFN activation statistics, and divergence detection."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import lightning as L
+import torch
+import torch.distributed as dist
+
+from ffnbench.data import bits_per_byte
+from ffnbench.ffn import ActivationStats
+from ffnbench.model import GPT, ModelConfig
+
+
+def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
+    """Linear warmup from ~0 to 1 over `warmup_steps`, then cosine decay to `min_ratio` at `total_steps`."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class LMModule(L.LightningModule):
+    def __init__(self, model_cfg: ModelConfig, optim: dict, seed: int, total_steps: int, tokens_per_step: int,
+                 val_bytes_per_token: float = 1.0, log_every: int = 10, compile: bool = False,
+                 fingerprint: dict | None = None):
+        super().__init__()
+        self.model = GPT(model_cfg, seed=seed)
+        if compile:
+            for block in self.model.blocks:
+                block.compile()  # in place: parameter names (and checkpoint keys) stay as they are
+        self.optim = dict(optim)
+        self.total_steps = total_steps
+        self.tokens_per_step = tokens_per_step
+        self.val_bytes_per_token = val_bytes_per_token
+        self.log_every = log_every
+        self.fingerprint = fingerprint or {}
+        self.status = "running"
+        self.val_history: list[dict[str, Any]] = []
+        self.last_train_loss: float | None = None
+        self._val_sum = self._val_count = None
+
+    # ---- training -----------------------------------------------------------------------------------
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = self.model(x, y)
+        step = self.global_step
+        if step % self.log_every == 0 or step + 1 >= self.total_steps:
+            # One host sync per logging window, not per step.
+            value = loss.detach().float().item()
+            self.last_train_loss = value
+            if not math.isfinite(value):
+                self._diverge(f"training loss became {value} at step {step}")
+                return None  # skips backward and the optimizer step
+        self.log("train/loss", loss.detach(), on_step=True, on_epoch=False, prog_bar=True)
+        self.log("tokens", float((step + 1) * self.tokens_per_step), on_step=True, on_epoch=False)
+        return loss
+
+    def _diverge(self, why: str) -> None:
+        self.status = "diverged"
+        self.divergence = why
+        self.trainer.should_stop = True
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        clip = self.optim.get("grad_clip")
+        norm = torch.nn.utils.clip_grad_norm_(self.parameters(), clip if clip else math.inf)
+        self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
+        self.log("lr", optimizer.param_groups[0]["lr"], on_step=True, on_epoch=False)
+
+    def configure_optimizers(self):
+        # Weight decay only on the matrices that multiply activations: not on norms, biases or embeddings.
+        decay, no_decay = [], []
+        for name, p in self.model.named_parameters():
+            (decay if p.ndim >= 2 and not name.startswith(("wte.", "wpe.")) else no_decay).append(p)
+        o = self.optim
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": o["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+            fused=self.device.type == "cuda" or None,
+        )
+        warmup = min(int(o["warmup_steps"]), max(0, self.total_steps - 1))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: lr_factor(s, warmup, self.total_steps, o["min_lr_ratio"])
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # ---- validation ---------------------------------------------------------------------------------
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        self._val_count = torch.zeros((), dtype=torch.float64, device=self.device)
+        for ffn in self.model.ffns:
+            ffn.stats = ActivationStats(ffn.size.d_ff, self.device)
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        loss = self.model(x, y)
+        self._val_sum += loss.double() * y.numel()
+        self._val_count += y.numel()
+
+    def on_validation_epoch_end(self) -> None:
+        stats = [ffn.stats for ffn in self.model.ffns]
+        for ffn in self.model.ffns:
+            ffn.stats = None
+        totals = torch.stack([self._val_sum, self._val_count])
+        if dist.is_available() and dist.is_initialized():  # every rank saw its own shard: add them up
+            dist.all_reduce(totals)
+            for s in stats:
+                dist.all_reduce(s.zeros)
+                dist.all_reduce(s.count)
+                for flags in (s.ever_nonzero, s.ever_positive):
+                    as_int = flags.int()
+                    dist.all_reduce(as_int, op=dist.ReduceOp.MAX)
+                    flags.copy_(as_int.bool())
+        val_loss = (totals[0] / totals[1].clamp(min=1)).item()
+        per_layer = [s.summary() for s in stats]
+        mean = {k: sum(layer[k] for layer in per_layer) / len(per_layer) for k in per_layer[0]}
+        record = {
+            "step": self.global_step,
+            "tokens": self.global_step * self.tokens_per_step,
+            "val_loss": val_loss,
+            "val_bpb": bits_per_byte(val_loss, self.val_bytes_per_token),
+            "ffn": {"mean": mean, "per_layer": per_layer},
+        }
+        if not self.val_history or self.val_history[-1]["step"] != record["step"]:
+            self.val_history.append(record)
+        metrics = {"val/loss": val_loss, "val/bpb": record["val_bpb"]}
+        metrics.update({f"ffn/{k}": v for k, v in mean.items()})
+        for i, layer in enumerate(per_layer):
+            metrics.update({f"ffn/layer{i}/{k}": v for k, v in layer.items()})
+        self.log_dict(metrics, on_step=False, on_epoch=True, sync_dist=False, rank_zero_only=True)
+        if not math.isfinite(val_loss) and self.trainer.training:
+            self._diverge(f"validation loss became {val_loss} at step {self.global_step}")
+
+    # ---- checkpoints --------------------------------------------------------------------------------
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["ffnbench"] = {
+            "fingerprint": self.fingerprint,
+            "val_history": self.val_history,
+            "status": self.status,
+            "last_train_loss": self.last_train_loss,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        saved = checkpoint.get("ffnbench", {})
+        self.val_history = list(saved.get("val_history", []))
+        self.last_train_loss = saved.get("last_train_loss")

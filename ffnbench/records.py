@@ -1,0 +1,129 @@
+"""Run records: result.json (atomic writes, tolerant reads) and the provenance every record carries."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+RESULT_FILE = "result.json"
+RUN_CONFIG_FILE = "run_config.json"
+STATUSES = ("finished", "diverged", "failed", "running")
+FINAL_STATUSES = ("finished", "diverged")  # a rerun of the same config would only repeat these
+PACKAGES = ("torch", "lightning", "datasets", "wandb", "hydra-core", "numpy", "tokenizers", "scipy", "ffnbench")
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN/inf are not JSON: a diverged loss is recorded as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write to a temporary file in the same directory, fsync, then rename over the target: a reader (or a
+    crash) sees the old file or the new one, never half of one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes it private; records are meant to be shared
+        with os.fdopen(fd, "w") as f:
+            json.dump(_json_safe(data), f, indent=2, sort_keys=False, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class CorruptRecord(Exception):
+    """A record file that exists but cannot be read as a record."""
+
+
+def read_json(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CorruptRecord(f"{path}: unreadable ({type(e).__name__}: {e})") from None
+    if not isinstance(data, dict):
+        raise CorruptRecord(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def read_result(run_dir: Path) -> dict | None:
+    """The run's result.json, None if there is none; CorruptRecord if it cannot be used."""
+    path = Path(run_dir) / RESULT_FILE
+    if not path.exists():
+        return None
+    data = read_json(path)
+    if data.get("status") not in STATUSES:
+        raise CorruptRecord(f"{path}: no valid 'status' (got {data.get('status')!r})")
+    return data
+
+
+def versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_revision(cwd: Path | None = None) -> dict[str, Any]:
+    """The checkout's commit and whether it had uncommitted changes (None outside a git checkout)."""
+    cwd = cwd or Path(__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    revision = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if revision else None
+    return {"revision": revision, "dirty": bool(status) if status is not None else None}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware(accelerator: str) -> dict[str, Any]:
+    import torch
+
+    info: dict[str, Any] = {
+        "accelerator": accelerator,
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "hostname": platform.node(),
+    }
+    if accelerator == "gpu" and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+        info["gpu_count"] = torch.cuda.device_count()
+        info["cuda"] = torch.version.cuda
+    return info

@@ -1,0 +1,179 @@
+"""Throughput and MFU: the peak FLOP/s of the device, and a callback that times training steps only.
+
+MFU = achieved model FLOP/s ÷ peak FLOP/s, with the model FLOPs of accounting.count_flops (6·N plus the
+attention term), so it is comparable across FFN variants of different cost."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+
+from ffnbench.records import cpu_model, write_json_atomic
+
+# Dense (no sparsity) peak FLOP/s per device: (name substring, bf16, tf32/fp32 used for 32-bit runs).
+# From the vendors' datasheets. Lightning's own table misses some of these (H200, L40S).
+GPU_PEAK_FLOPS: list[tuple[str, float, float]] = [
+    ("H200", 989e12, 494e12),
+    ("H100 PCIe", 756e12, 378e12),
+    ("H100", 989e12, 494e12),  # SXM; keep after "H100 PCIe"
+    ("GH200", 989e12, 494e12),
+    ("B200", 2250e12, 1100e12),
+    ("A100", 312e12, 156e12),
+    ("A800", 312e12, 156e12),
+    ("L40S", 362e12, 183e12),
+    ("L40", 181e12, 90.5e12),
+    ("L4", 121e12, 60e12),
+    ("A10G", 70e12, 35e12),
+    ("A10", 125e12, 62.5e12),
+    ("RTX 4090", 165e12, 82.6e12),
+    ("RTX 3090", 71e12, 35.6e12),
+    ("V100", 125e12, 15.7e12),  # fp16 tensor cores; no bf16
+    ("T4", 65e12, 8.1e12),
+]
+
+
+def gpu_peak_flops(device_name: str, precision: str) -> float | None:
+    for key, bf16, fp32 in GPU_PEAK_FLOPS:
+        if key.lower() in device_name.lower():
+            return bf16 if ("16" in precision) else fp32
+    return None
+
+
+def measure_cpu_peak_flops(size: int = 1024, seconds: float = 1.0) -> float:
+    """The fp32 matmul throughput this CPU sustains with torch's current thread count: the best of several
+    timed repeats of a size×size GEMM (large enough to be compute-bound)."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    for _ in range(3):
+        torch.mm(a, b)  # warm-up: thread pool, caches
+    best = 0.0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        for _ in range(4):
+            torch.mm(a, b)
+        best = max(best, 4 * 2 * size**3 / (time.perf_counter() - t0))
+    return best
+
+
+def cpu_peak_flops(cache_dir: Path | None) -> float:
+    """Measured once per (CPU model, thread count, torch version) and cached as JSON under cache_dir."""
+    key = f"{cpu_model()}|threads={torch.get_num_threads()}|torch={torch.__version__}"
+    path = Path(cache_dir) / "peak_flops.json" if cache_dir else None
+    cached: dict[str, Any] = {}
+    if path and path.exists():
+        try:
+            cached = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            cached = {}  # a damaged cache is re-measured
+        if isinstance(cached.get(key), int | float):
+            return float(cached[key])
+    peak = measure_cpu_peak_flops()
+    if path:
+        write_json_atomic(path, {**cached, key: peak})
+    return peak
+
+
+def peak_flops(accelerator: str, precision: str, configured: float | None, cache_dir: Path | None) -> tuple:
+    """(peak FLOP/s per device or None, where it came from)."""
+    if configured:
+        return float(configured), "config (trainer.peak_flops)"
+    if accelerator == "gpu":
+        name = torch.cuda.get_device_name()
+        value = gpu_peak_flops(name, precision)
+        return value, (f"table: {name}" if value else f"unknown GPU {name!r}: set trainer.peak_flops")
+    return cpu_peak_flops(cache_dir), "measured: fp32 matmul probe"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class ThroughputMonitor(L.Callback):
+    """Times training steps only: from the end of step `skip_steps` (compile and warm-up excluded) to the
+    end of training, minus the time spent in validation. Device syncs happen only at those edges and at
+    each logging window, never per step."""
+
+    def __init__(self, tokens_per_step: int, flops_per_token: float, peak: float | None, world_size: int,
+                 skip_steps: int = 5, log_every: int = 10):
+        self.tokens_per_step = tokens_per_step
+        self.flops_per_token = flops_per_token
+        self.peak = peak
+        self.world_size = world_size
+        self.skip_steps = skip_steps
+        self.log_every = log_every
+        self.start_step: int | None = None
+        self.elapsed = 0.0
+        self._t: float | None = None  # start of the current timed stretch
+        self._window = (0, 0.0)  # (step, elapsed) at the last log
+        self.fit_start = 0
+        self.end_step = 0
+
+    def _now(self, trainer: L.Trainer) -> float:
+        _sync(trainer.strategy.root_device)
+        return time.perf_counter()
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.fit_start = trainer.global_step  # a resumed run times only its own steps
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self.start_step is not None and self._t is None:  # resume timing after a validation pause
+            self._t = self._now(trainer)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if self.start_step is None:
+            # Start timing after the warm-up steps; a short run measures from a quarter of the way in.
+            done, total = step - self.fit_start, trainer.max_steps - self.fit_start
+            if done >= min(self.skip_steps, max(1, total // 4)):
+                self.start_step, self._t = step, self._now(trainer)
+                self._window = (step, 0.0)
+            return
+        if step % self.log_every == 0:
+            elapsed = self.measured_seconds(trainer)
+            steps, seconds = step - self._window[0], elapsed - self._window[1]
+            if seconds > 0 and steps > 0:
+                tps = steps * self.tokens_per_step / seconds
+                metrics = {"perf/tokens_per_s": tps}
+                if self.peak:
+                    metrics["perf/mfu"] = tps * self.flops_per_token / (self.peak * self.world_size)
+                pl_module.log_dict(metrics, on_step=True, on_epoch=False, rank_zero_only=True)
+            self._window = (step, elapsed)
+
+    def measured_seconds(self, trainer: L.Trainer) -> float:
+        if self._t is None:
+            return self.elapsed
+        return self.elapsed + (self._now(trainer) - self._t)
+
+    def _pause(self, trainer: L.Trainer) -> None:
+        if self._t is not None:
+            self.elapsed += self._now(trainer) - self._t
+            self._t = None
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._pause(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._pause(trainer)
+        self.end_step = trainer.global_step
+
+    def summary(self) -> dict[str, Any]:
+        steps = self.end_step - (self.start_step or 0)
+        if self.start_step is None or steps <= 0 or self.elapsed <= 0:
+            return {"tokens_per_s": None, "mfu": None, "measured_steps": 0, "measured_seconds": 0.0,
+                    "peak_flops": self.peak}
+        tps = steps * self.tokens_per_step / self.elapsed
+        return {
+            "tokens_per_s": tps,
+            "mfu": tps * self.flops_per_token / (self.peak * self.world_size) if self.peak else None,
+            "measured_steps": steps,
+            "measured_seconds": self.elapsed,
+            "skipped_warmup_steps": self.start_step,
+            "peak_flops": self.peak,
+            "flops_per_token": self.flops_per_token,
+        }

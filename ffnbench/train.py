@@ -1,0 +1,511 @@
+"""Train one model: `python -m ffnbench.train [overrides]` (Hydra; `-m` for a sweep), or `train(cfg)`.
+
+compose → check the run directory (skip finished, resume interrupted, refuse a different config) → data →
+model → validate at step 0 → fit → final validation → result.json (atomic) next to metrics.csv,
+checkpoints/last.ckpt and Hydra's .hydra/."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+import torch
+from omegaconf import DictConfig
+
+from ffnbench.accounting import count_flops, count_params
+from ffnbench.config import identity_diff, model_config, to_container
+from ffnbench.errors import ConfigError, FFNBenchError, RunDirError
+from ffnbench.ffn import size_ffn
+from ffnbench.loggers import RunCSVLogger, finish_wandb, make_wandb_logger
+from ffnbench.module import LMModule
+from ffnbench.records import (
+    FINAL_STATUSES,
+    RESULT_FILE,
+    RUN_CONFIG_FILE,
+    CorruptRecord,
+    git_revision,
+    hardware,
+    read_json,
+    read_result,
+    versions,
+    write_json_atomic,
+)
+from ffnbench.throughput import ThroughputMonitor, peak_flops
+from ffnbench.tokenizer import vocab_size_for
+
+CKPT_DIR = "checkpoints"
+
+
+class _QuietLightning(logging.Filter):
+    """Drop Lightning's advertising and a deprecation notice from its own internals; keep everything else."""
+
+    NOISE = ("litlogger", "LitLogger", "isinstance(treespec, LeafSpec)")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(n in record.getMessage() for n in self.NOISE)
+
+
+for _name in ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero"):
+    logging.getLogger(_name).addFilter(_QuietLightning())
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+# A diverged run's training_step returns None on purpose (module.py): that skips the step.
+warnings.filterwarnings("ignore", message=r"`training_step` returned `None`")
+# Validation metrics are all-reduced by the module itself (module.py), so Lightning's advice does not apply.
+warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('(val|ffn)/")
+LAST_CKPT = "last.ckpt"
+
+
+# ---- where and on what ---------------------------------------------------------------------------------
+
+
+def resolve_run_dir(cfg: DictConfig) -> Path:
+    if cfg.get("run_dir"):
+        return Path(cfg.run_dir).expanduser().resolve()
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return Path(HydraConfig.get().runtime.output_dir).resolve()
+    raise ConfigError("run_dir: not set; pass run_dir=<dir> when calling train() outside the Hydra entry point")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    accelerator: str  # cpu | gpu
+    devices: int
+    precision: str
+    strategy: str
+
+
+def resolve_hardware(t: DictConfig | dict) -> Hardware:
+    accelerator = t.get("accelerator", "auto")
+    if accelerator not in ("auto", "cpu", "gpu", "cuda"):
+        raise ConfigError(f"trainer.accelerator: expected auto, cpu or gpu, got {accelerator!r}")
+    cuda = torch.cuda.is_available()
+    if accelerator == "auto":
+        accelerator = "gpu" if cuda else "cpu"
+    accelerator = "gpu" if accelerator == "cuda" else accelerator
+    if accelerator == "gpu" and not cuda:
+        raise ConfigError("trainer.accelerator=gpu: no CUDA GPU is visible here; use trainer=cpu or trainer=auto")
+    devices = t.get("devices", 1)
+    if not isinstance(devices, int) or devices < 1:
+        raise ConfigError(f"trainer.devices: must be a positive integer, got {devices!r}")
+    available = torch.cuda.device_count() if accelerator == "gpu" else (os.cpu_count() or 1)
+    if devices > available:
+        what = "GPUs" if accelerator == "gpu" else "CPU cores (one process per device)"
+        raise ConfigError(f"trainer.devices={devices}: only {available} {what} available here")
+    precision = t.get("precision", "auto")
+    if precision == "auto":
+        if accelerator == "gpu":
+            precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
+        else:
+            precision = "32-true"
+    strategy = t.get("strategy", "auto")
+    if strategy == "auto" and devices > 1:
+        strategy = "ddp"
+    return Hardware(accelerator, devices, str(precision), str(strategy))
+
+
+class GpuLease:
+    """One GPU per run when a sweep runs several runs at once on one node (the joblib launcher): each run
+    takes an exclusive lock on a GPU that no other ffnbench run on this machine holds. The lock goes with
+    the run's end, or with its process if it dies. Hydra does not do this for you."""
+
+    def __init__(self, n_gpus: int, lock_dir: Path | None = None, poll_s: float = 5.0):
+        import fcntl
+
+        lock_dir = lock_dir or Path(os.environ.get("TMPDIR", "/tmp")) / f"ffnbench-gpu-locks-{os.getuid()}"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            for index in range(n_gpus):
+                handle = open(lock_dir / f"gpu{index}.lock", "w")  # noqa: SIM115 - held for the run
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    handle.close()
+                    continue
+                self.index, self._handle = index, handle
+                return
+            time.sleep(poll_s)  # every GPU is busy: wait for a run to end
+
+    def release(self) -> None:
+        self._handle.close()
+
+
+def _parallel_jobs() -> int:
+    """How many runs the launcher runs at once on this machine (1 unless a joblib sweep)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return 1
+    launcher = HydraConfig.get().launcher
+    if "joblib" not in str(launcher.get("_target_", "")):
+        return 1
+    n_jobs = int(launcher.get("n_jobs") or -1)
+    return os.cpu_count() or 1 if n_jobs < 1 else n_jobs
+
+
+def local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", 0)))
+
+
+def global_rank() -> int:
+    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", local_rank())))
+
+
+# ---- the run directory ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    action: str  # "skip" | "resume" | "fresh"
+    ckpt: Path | None = None
+    previous: dict | None = None  # the finished result, when skipping
+
+
+def plan_run(run_dir: Path, config: dict) -> RunPlan:
+    """Decide what to do with a run directory: skip a finished run, resume an interrupted one, start fresh.
+    A directory that holds a different config is refused, never silently reused."""
+    saved_config_path = run_dir / RUN_CONFIG_FILE
+    if saved_config_path.exists():
+        try:
+            saved = read_json(saved_config_path)
+        except CorruptRecord as e:
+            raise RunDirError(f"{e}; delete {saved_config_path} if the run directory is otherwise yours") from None
+        diff = identity_diff(saved, config)
+        if diff:
+            shown = "; ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in list(diff.items())[:6])
+            raise RunDirError(
+                f"{run_dir} holds a run with a different config ({shown}{' ...' if len(diff) > 6 else ''}). "
+                "It is not reused: pick another directory (run_dir=..., name=... or runs_root=...) or delete it."
+            )
+    try:
+        previous = read_result(run_dir)
+    except CorruptRecord as e:
+        print(f"ffnbench: warning: {e}; the run will be resumed or redone", file=sys.stderr)
+        previous = None
+    if previous and previous.get("status") in FINAL_STATUSES:
+        return RunPlan("skip", previous=previous)
+    ckpt = run_dir / CKPT_DIR / LAST_CKPT
+    if ckpt.exists():
+        try:
+            saved_ckpt = torch.load(ckpt, map_location="cpu", mmap=True, weights_only=False)
+        except Exception as e:
+            raise RunDirError(
+                f"{ckpt} cannot be read ({type(e).__name__}: {e}); delete it to start this run over"
+            ) from None
+        diff = identity_diff(saved_ckpt.get("ffnbench", {}).get("fingerprint", {}), config)
+        if diff:
+            raise RunDirError(f"{ckpt} was written by a different config ({', '.join(diff)}); not resuming it")
+        return RunPlan("resume", ckpt=ckpt)
+    return RunPlan("fresh")
+
+
+class PeriodicCheckpoint(L.Callback):
+    """checkpoints/last.ckpt every `every` steps and at the end, written atomically (a kill mid-write leaves
+    the previous checkpoint intact); also written when the run is interrupted with Ctrl-C. On a step that
+    also validates, it is written after the validation, so the checkpoint holds that step's record."""
+
+    def __init__(self, path: Path, every: int, val_every: int):
+        self.path = path
+        self.every = max(1, int(every))
+        self.val_every = max(1, int(val_every))
+        self.saved_step = -1
+
+    def save(self, trainer: L.Trainer) -> None:
+        if trainer.global_step == self.saved_step:
+            return
+        tmp = self.path.with_suffix(".ckpt.tmp")
+        trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
+        if trainer.is_global_zero:
+            os.replace(tmp, self.path)
+        trainer.strategy.barrier("ffnbench-checkpoint")
+        self.saved_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step % self.every == 0 and step % self.val_every != 0:
+            self.save(trainer)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.state.fn == "fit" and trainer.global_step % self.every == 0:
+            self.save(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if pl_module.status == "running":
+            self.save(trainer)
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        if isinstance(exception, KeyboardInterrupt) and trainer.world_size == 1:
+            self.save(trainer)
+
+
+# ---- the record ------------------------------------------------------------------------------------------
+
+
+def _tags(config: dict, spec) -> list[str]:
+    return [
+        f"act:{spec.act}",
+        f"{spec.sizing}:{spec.ratio:g}",
+        f"bias:{'on' if spec.bias else 'off'}",
+        f"size:{config['model'].get('name', 'custom')}",
+        f"seed:{config['seed']}",
+    ]
+
+
+def build_result(status: str, config: dict, run_dir: Path, mcfg, module: LMModule | None, dm, thr, hw: Hardware,
+                 started: float, tokens_per_step: int, total_steps: int, resumed_from: int | None,
+                 error: str | None) -> dict[str, Any]:
+    spec = mcfg.ffn
+    size = size_ffn(spec, mcfg.d_model)
+    params = count_params(mcfg)
+    flops = count_flops(mcfg)
+    history = module.val_history if module else []
+    steps = module.global_step if module is not None and module._trainer is not None else 0
+    finite = [h for h in history if h["val_loss"] is not None and math.isfinite(h["val_loss"])]
+    final = history[-1] if history else None
+    best = min(finite, key=lambda h: h["val_loss"]) if finite else None
+    return {
+        "schema": 1,
+        "status": status,
+        "error": error,
+        "name": config.get("name"),
+        "run_name": run_dir.name,
+        "run_dir": str(run_dir),
+        "seed": config.get("seed"),
+        "config": config,
+        "ffn": {
+            "act": spec.act, "gated": spec.gated, "sizing": spec.sizing, "ratio": spec.ratio, "bias": spec.bias,
+            "multiple_of": spec.multiple_of, "approximate": spec.approximate, "label": spec.label,
+            "nominal_d_ff": size.nominal_d_ff, "d_ff": size.d_ff, "params_per_layer": size.params,
+            "target_params": size.target_params, "budget_mismatch": size.mismatch,
+        },
+        "model": {"name": config["model"].get("name"), "d_model": mcfg.d_model, "n_layer": mcfg.n_layer,
+                  "n_head": mcfg.n_head, "seq_len": mcfg.seq_len, "vocab_size": mcfg.vocab_size},
+        "params": params.as_dict(),
+        "flops": {"per_token_training": flops.training, "per_token_forward": flops.forward,
+                  "total_training": flops.training * steps * tokens_per_step},
+        "data": {**(dm.info if dm is not None else {}),
+                 "val_bytes_per_token": getattr(dm, "val_bytes_per_token", None)},
+        "metrics": {
+            "final_train_loss": module.last_train_loss if module else None,
+            "final_val_loss": final["val_loss"] if final else None,
+            "final_val_bpb": final["val_bpb"] if final else None,
+            "best_val_loss": best["val_loss"] if best else None,
+            "best_val_bpb": best["val_bpb"] if best else None,
+            "init_val_loss": history[0]["val_loss"] if history and history[0]["step"] == 0 else None,
+        },
+        "ffn_stats": {
+            "init": history[0]["ffn"] if history and history[0]["step"] == 0 else None,
+            "final": final["ffn"] if final else None,
+        },
+        "curve": [{k: h[k] for k in ("step", "tokens", "val_loss", "val_bpb")} for h in history],
+        "steps": steps,
+        "total_steps": total_steps,
+        "tokens": steps * tokens_per_step,
+        "tokens_per_step": tokens_per_step,
+        "resumed_from_step": resumed_from,
+        "throughput": thr.summary() if thr is not None else None,
+        "wall_time_s": time.time() - started,
+        "hardware": {**hardware(hw.accelerator), "devices": hw.devices, "precision": hw.precision,
+                     "strategy": hw.strategy},
+        "versions": versions(),
+        "git": git_revision(),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+# ---- training ---------------------------------------------------------------------------------------------
+
+
+def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[str, Any]:
+    """Train one model as `cfg` says and return its result record (also written to <run_dir>/result.json)."""
+    from ffnbench.data import LMDataModule
+
+    started = time.time()
+    config = to_container(cfg)
+    run_dir = resolve_run_dir(cfg)
+    mcfg = model_config(cfg, vocab_size_for(cfg.data))  # every config error surfaces here, before any work
+    hw = resolve_hardware(cfg.trainer)
+    t = cfg.trainer
+    tokens_per_step = int(cfg.data.batch_size) * mcfg.seq_len
+    total_steps = int(t.max_steps) if t.get("max_steps") else math.ceil(float(t.max_tokens) / tokens_per_step)
+    if total_steps < 1:
+        raise ConfigError(f"trainer.max_tokens / trainer.max_steps: the budget gives {total_steps} steps")
+    is_rank_zero = global_rank() == 0
+
+    plan = plan_run(run_dir, config)
+    if plan.action == "skip":
+        print(f"ffnbench: {run_dir.name}: already {plan.previous['status']}, skipped ({run_dir / RESULT_FILE})")
+        return plan.previous
+    if is_rank_zero:
+        write_json_atomic(run_dir / RUN_CONFIG_FILE, config)
+    resumed_from = None
+    if plan.ckpt is not None:
+        resumed_from = int(torch.load(plan.ckpt, map_location="cpu", mmap=True, weights_only=False)["global_step"])
+
+    processes = hw.devices * _parallel_jobs()
+    if hw.accelerator == "cpu" and processes > 1:  # share the cores, not every process on every core
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
+    devices: int | list[int] = hw.devices
+    lease = None
+    if hw.accelerator == "gpu":
+        torch.set_float32_matmul_precision("high")
+        if hw.devices == 1 and torch.cuda.device_count() > 1 and "SLURM_JOB_ID" not in os.environ:
+            lease = GpuLease(torch.cuda.device_count())
+            devices = [lease.index]
+    L.seed_everything(int(cfg.seed), workers=True, verbose=False)
+
+    dm = LMDataModule(cfg.data, seq_len=mcfg.seq_len, seed=int(cfg.seed))
+    dm.prepare_data()
+    dm.setup("fit")
+    flops = count_flops(mcfg)
+    peak, peak_source = peak_flops(hw.accelerator, hw.precision, t.get("peak_flops"), _cache_dir(cfg))
+    module = LMModule(
+        mcfg, dict(cfg.optim), seed=int(cfg.seed), total_steps=total_steps, tokens_per_step=tokens_per_step,
+        val_bytes_per_token=dm.val_bytes_per_token, log_every=int(t.log_every), compile=bool(t.compile),
+        fingerprint=config,
+    )
+    thr = ThroughputMonitor(tokens_per_step, flops.training, peak, hw.devices * int(t.get("num_nodes", 1)),
+                            log_every=int(t.log_every))
+    ckpt_cb = PeriodicCheckpoint(run_dir / CKPT_DIR / LAST_CKPT, int(t.ckpt_every), int(t.val_every))
+    (run_dir / CKPT_DIR).mkdir(parents=True, exist_ok=True)
+
+    loggers: list = []
+    lcfg = cfg.logger
+    if lcfg.get("csv"):
+        loggers.append(RunCSVLogger(run_dir, resume_step=resumed_from))
+    if lcfg.get("wandb") and is_rank_zero:
+        loggers.append(make_wandb_logger(to_container(lcfg.wandb), run_dir, str(cfg.name), run_dir.name,
+                                         _tags(config, mcfg.ffn), config))
+
+    _patch_ddp_child_command()
+    trainer = L.Trainer(
+        accelerator=hw.accelerator,
+        devices=devices,
+        num_nodes=int(t.get("num_nodes", 1)),
+        strategy=hw.strategy,
+        precision=hw.precision,
+        max_steps=total_steps,
+        max_epochs=-1,
+        val_check_interval=int(t.val_every),
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        logger=loggers or False,
+        callbacks=[thr, ckpt_cb, *(callbacks or [])],
+        enable_checkpointing=False,  # PeriodicCheckpoint writes last.ckpt atomically
+        enable_progress_bar=bool(t.progress_bar),
+        enable_model_summary=False,
+        log_every_n_steps=int(t.log_every),
+        use_distributed_sampler=False,  # the data module shards its own batches
+        default_root_dir=str(run_dir),
+    )
+    if is_rank_zero:
+        print(f"ffnbench: {run_dir.name}: {mcfg.ffn.label}, d_ff={size_ffn(mcfg.ffn, mcfg.d_model).d_ff}, "
+              f"{count_params(mcfg).total:,} params, {total_steps} steps × {tokens_per_step} tokens on "
+              f"{hw.accelerator} ({hw.precision}); peak {peak or 0:.3g} FLOP/s ({peak_source})")
+
+    status, error, exit_code = "failed", None, 1
+    try:
+        if plan.action == "fresh":
+            trainer.validate(module, datamodule=dm, verbose=False)  # step 0: loss and FFN stats at init
+        trainer.fit(module, datamodule=dm, ckpt_path=str(plan.ckpt) if plan.ckpt else None)
+        status = "finished" if module.status == "running" else module.status
+        if status == "finished" and (not module.val_history or module.val_history[-1]["step"] != trainer.global_step):
+            trainer.validate(module, datamodule=dm, verbose=False)  # the final metrics are at the last step
+        if status == "diverged":
+            error = getattr(module, "divergence", None)
+        exit_code = 0
+    except BaseException as e:  # record the failure (Ctrl-C and SystemExit included), then let it propagate
+        error = f"{type(e).__name__}: {e}"
+        if not isinstance(e, KeyboardInterrupt | SystemExit):
+            error += "\n" + "".join(traceback.format_exception(e)[-3:])
+        raise
+    finally:
+        module.status = status
+        result = build_result(status, config, run_dir, mcfg, module, dm, thr, hw, started, tokens_per_step,
+                              total_steps, resumed_from, error)
+        if result["throughput"] is not None:
+            result["throughput"]["peak_source"] = peak_source
+        if is_rank_zero:
+            write_json_atomic(run_dir / RESULT_FILE, result)
+            finish_wandb(exit_code, summary=_summary(result))
+        if lease is not None:
+            lease.release()
+    if is_rank_zero:
+        m = result["metrics"]
+        print(f"ffnbench: {status}: val loss {m['final_val_loss']}, val bpb {m['final_val_bpb']} → "
+              f"{run_dir / RESULT_FILE}")
+    return result
+
+
+def _summary(result: dict) -> dict[str, Any]:
+    thr = result.get("throughput") or {}
+    stats = (result.get("ffn_stats") or {}).get("final") or {}
+    return {
+        **{f"final/{k.removeprefix('final_')}": v for k, v in result["metrics"].items()},
+        "status": result["status"],
+        "tokens": result["tokens"],
+        "params/total": result["params"]["total"],
+        "params/ffn_per_layer": result["ffn"]["params_per_layer"],
+        "ffn/d_ff": result["ffn"]["d_ff"],
+        "perf/tokens_per_s": thr.get("tokens_per_s"),
+        "perf/mfu": thr.get("mfu"),
+        **{f"final/ffn_{k}": v for k, v in (stats.get("mean") or {}).items()},
+    }
+
+
+def _cache_dir(cfg: DictConfig) -> Path:
+    return Path(str(cfg.data.cache_dir)).expanduser()
+
+
+def _patch_ddp_child_command() -> None:
+    """Lightning relaunches `sys.argv` for each extra DDP process. Under a Hydra sweep that would rerun the
+    whole sweep; relaunch this job alone instead: `python -m ffnbench.train <this job's overrides>` in its
+    own run directory."""
+    from lightning.fabric.strategies.launchers import subprocess_script
+
+    def command(local_rank: int) -> tuple[list[str], str]:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.utils import get_original_cwd
+
+        hc = HydraConfig.get()
+        cmd = [sys.executable, "-m", "ffnbench.train", *hc.overrides.task,
+               f'hydra.run.dir="{hc.runtime.output_dir}"', f"hydra.job.name=train_ddp_process_{local_rank}",
+               "hydra.output_subdir=null"]
+        return cmd, get_original_cwd()
+
+    subprocess_script._hydra_subprocess_cmd = command
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> str:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    try:
+        return train(cfg)["status"]
+    except FFNBenchError as e:
+        print(f"ffnbench: error: {e}", file=sys.stderr)
+        if multirun:
+            return "failed"  # one bad run does not stop the sweep; the sweep summary counts it
+        sys.exit(2)
+    except Exception:
+        if multirun:  # result.json already says failed, with the error; the other runs go on
+            traceback.print_exc()
+            return "failed"
+        raise
+
+
+if __name__ == "__main__":
+    main()

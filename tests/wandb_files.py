@@ -1,0 +1,60 @@
+"""Read what a wandb run logged from its offline `.wandb` file (a LevelDB-style record log of protobufs),
+so tests can check the config, tags and summary without a wandb server."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+BLOCK = 32768
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+
+
+def read_records(path: Path) -> list:
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = Path(path).read_bytes()
+    assert data[:4] == b":W&B", f"{path} is not a wandb run file"
+    pos, chunks, pending = 7, [], b""
+    while pos + 7 <= len(data):
+        left = BLOCK - pos % BLOCK
+        if left < 7:  # a block's tail too short for a header is padding
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if kind == 0 and length == 0:
+            pos += left
+            continue
+        chunk = data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind == FULL:
+            chunks.append(chunk)
+        elif kind == FIRST:
+            pending = chunk
+        elif kind == MIDDLE:
+            pending += chunk
+        elif kind == LAST:
+            chunks.append(pending + chunk)
+    records = []
+    for raw in chunks:
+        record = pb.Record()
+        record.ParseFromString(raw)
+        records.append(record)
+    return records
+
+
+def run_info(run_dir: Path) -> dict:
+    """{'group', 'tags', 'name', 'config': {key: json}, 'summary': {key: json}} of the run in run_dir/wandb."""
+    files = sorted(Path(run_dir).glob("wandb/offline-run-*/run-*.wandb"))
+    assert files, f"no offline wandb run under {run_dir}"
+    info: dict = {"config": {}, "summary": {}}
+    for record in read_records(files[-1]):
+        kind = record.WhichOneof("record_type")
+        if kind == "run":
+            info.update(group=record.run.run_group, tags=list(record.run.tags), name=record.run.display_name)
+            info["config"].update({u.key: u.value_json for u in record.run.config.update})
+        elif kind == "config":
+            info["config"].update({u.key: u.value_json for u in record.config.update})
+        elif kind == "summary":
+            info["summary"].update({u.key: u.value_json for u in record.summary.update if u.key})
+    return info
