@@ -1,0 +1,234 @@
+"""`make sweep [EXP=quick] [LAUNCHER=...] [ARGS="..."]` → `python -m ffnbench.sweep EXP [--launcher L] -- ARGS`.
+
+Plans the sweep before running it (every run's directory and what will happen to it: skipped because
+finished, resumed from its checkpoint, or started), refuses what would waste or lose work, runs the grid
+through Hydra's multirun (`python -m ffnbench.train -m experiment=EXP ...`) with the chosen launcher,
+prints a summary, and writes the report."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+from rich.console import Console
+from rich.table import Table
+
+from ffnbench.cli import user_errors_exit
+from ffnbench.config import CONF_DIR, compose, identity_diff, to_container
+from ffnbench.errors import ConfigError
+from ffnbench.records import (
+    FINAL_STATUSES,
+    RUN_CONFIG_FILE,
+    CorruptRecord,
+    read_json,
+    read_result,
+    write_json_atomic,
+)
+from ffnbench.sweeper import expand_grids
+from ffnbench.train import CKPT_DIR, LAST_CKPT
+
+MANIFEST = "sweep.json"
+MAX_CPU_RUNS = 30  # more runs than this on a CPU needs CONFIRM=1: hours of work deserve a second look
+LAUNCHERS = {
+    "basic": None,
+    "joblib": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher"),
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher"),
+    "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher"),
+}
+LAUNCHER_CONFIG = {"submitit_slurm": "slurm"}  # ours (conf/hydra/launcher/slurm.yaml) wraps submitit's
+
+
+def experiments() -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def check_experiment(name: str) -> None:
+    if name not in experiments():
+        raise ConfigError(f"EXP={name}: no such experiment; known experiments: {', '.join(experiments())}")
+
+
+def launcher_overrides(launcher: str | None) -> list[str]:
+    """The Hydra override for a launcher, after checking its plugin is installed."""
+    launcher = launcher or "basic"
+    if launcher not in LAUNCHERS:
+        raise ConfigError(f"LAUNCHER={launcher}: unknown launcher; known launchers: {', '.join(LAUNCHERS)}")
+    plugin = LAUNCHERS[launcher]
+    if plugin is None:
+        return []
+    module, package = plugin
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(
+            f"LAUNCHER={launcher} needs the {package} package, which is not installed: "
+            f"`.venv/bin/pip install {package}` (or `pip install 'ffnbench[launchers]'`)"
+        )
+    return [f"hydra/launcher={LAUNCHER_CONFIG.get(launcher, launcher)}"]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    overrides: list[str]
+    run_dir: Path
+    action: str  # skip | resume | start | conflict
+    note: str = ""
+
+
+def _is_sweep(override: str) -> bool:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_override(override).is_sweep_override()
+
+
+def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[PlannedRun], dict]:
+    """Every run of the sweep, its directory, and what rerunning it would do. Composes exactly what
+    `python -m ffnbench.train -m experiment=EXP <args>` composes, job by job."""
+    check_experiment(experiment)
+    base = [f"experiment={experiment}", *launcher_overrides(launcher)]
+    sweep_cfg = compose([*base, *(a for a in args if not _is_sweep(a))], return_hydra_config=True)
+    sweeper = sweep_cfg.hydra.sweeper
+    params = OmegaConf.to_container(sweeper.params) if sweeper.get("params") else None
+    grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
+    runs = []
+    for job in expand_grids(params, grids, [f"experiment={experiment}", *args]):
+        cfg = compose([*job, *launcher_overrides(launcher)], return_hydra_config=True)
+        run_dir = Path(cfg.hydra.sweep.dir) / str(cfg.hydra.sweep.subdir)
+        config = {k: v for k, v in to_container(cfg).items() if k != "hydra"}
+        runs.append(_classify(job, run_dir, config))
+    return runs, sweep_cfg
+
+
+def _classify(job: list[str], run_dir: Path, config: dict) -> PlannedRun:
+    saved = run_dir / RUN_CONFIG_FILE
+    if saved.exists():
+        try:
+            diff = identity_diff(read_json(saved), config)
+        except CorruptRecord as e:
+            return PlannedRun(job, run_dir, "conflict", str(e))
+        if diff:
+            keys = ", ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in list(diff.items())[:4])
+            return PlannedRun(job, run_dir, "conflict", f"holds a different config ({keys})")
+    try:
+        result = read_result(run_dir)
+    except CorruptRecord:
+        result = None  # the run itself warns and redoes it
+    if result and result.get("status") in FINAL_STATUSES:
+        return PlannedRun(job, run_dir, "skip", result["status"])
+    if (run_dir / CKPT_DIR / LAST_CKPT).exists():
+        return PlannedRun(job, run_dir, "resume")
+    return PlannedRun(job, run_dir, "start", (result or {}).get("status", ""))
+
+
+def _on_cpu(cfg) -> bool:
+    import torch
+
+    accelerator = cfg.trainer.get("accelerator", "auto")
+    return accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+
+
+def check_plan(runs: list[PlannedRun], sweep_cfg, launcher: str | None, confirmed: bool) -> None:
+    conflicts = [r for r in runs if r.action == "conflict"]
+    if conflicts:
+        shown = "\n  ".join(f"{r.run_dir}: {r.note}" for r in conflicts[:5])
+        raise ConfigError(
+            f"{len(conflicts)} run director{'y' if len(conflicts) == 1 else 'ies'} of this sweep hold runs of a "
+            f"different config and would not be reused:\n  {shown}\n"
+            "Give this sweep its own place (ARGS=\"runs_root=... \" or name=...) or delete those directories."
+        )
+    todo = sum(r.action in ("start", "resume") for r in runs)
+    if todo > MAX_CPU_RUNS and _on_cpu(sweep_cfg) and not confirmed:
+        raise ConfigError(
+            f"this sweep would train {todo} runs on the CPU (more than {MAX_CPU_RUNS}); that takes hours. "
+            "Set CONFIRM=1 to go ahead, or shrink it (a smaller EXP, or ARGS with fewer seeds / a smaller model)"
+        )
+    if launcher == "submitit_slurm" and not sweep_cfg.slurm.get("partition"):
+        raise ConfigError(
+            "LAUNCHER=submitit_slurm needs SLURM settings: set slurm.partition (and slurm.timeout_min, "
+            "slurm.cpus_per_task, ...) in conf/local/default.yaml (copy conf/local/example.yaml) or in ARGS"
+        )
+
+
+def summarize(runs: list[PlannedRun], console: Console) -> dict[str, int]:
+    table = Table(title="sweep summary")
+    for col in ("run", "was", "status", "val loss", "tokens", "wall s"):
+        table.add_column(col, justify="left" if col in ("run", "was", "status") else "right")
+    counts: dict[str, int] = {}
+    tokens = wall = 0.0
+    for r in runs:
+        try:
+            result = read_result(r.run_dir) or {}
+        except CorruptRecord:
+            result = {"status": "corrupt"}
+        status = result.get("status", "missing")
+        counts[status] = counts.get(status, 0) + 1
+        loss = (result.get("metrics") or {}).get("final_val_loss")
+        tokens += result.get("tokens") or 0
+        wall += result.get("wall_time_s") or 0
+        table.add_row(r.run_dir.name, r.action, status, f"{loss:.4f}" if loss is not None else "-",
+                      f"{result.get('tokens') or 0:,}", f"{result.get('wall_time_s') or 0:.0f}")
+    console.print(table)
+    console.print("runs by status: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+                  + f"; {tokens:,.0f} tokens; {wall:.0f} s of training wall time")
+    return counts
+
+
+@user_errors_exit
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="ffnbench sweep", description=__doc__.split("\n\n")[0])
+    parser.add_argument("experiment", nargs="?", default="quick", help=f"one of: {', '.join(experiments())}")
+    parser.add_argument("--launcher", default=os.environ.get("LAUNCHER") or None, help=", ".join(LAUNCHERS))
+    parser.add_argument("--dry-run", action="store_true", help="list the runs and what would happen to each")
+    parser.add_argument("--confirm", action="store_true", default=os.environ.get("CONFIRM") == "1",
+                        help=f"allow more than {MAX_CPU_RUNS} runs on a CPU (also CONFIRM=1)")
+    parser.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (after --)")
+    ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    console = Console(width=140)
+    started = time.time()
+
+    runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides)
+    counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict")}
+    console.print(f"[bold]{ns.experiment}[/bold]: {len(runs)} runs: {counts['skip']} skipped (already done), "
+                  f"{counts['resume']} resumed, {counts['start']} started")
+    if ns.dry_run:
+        for r in runs:
+            console.print(f"  {r.action:<8} {r.run_dir}  {' '.join(r.overrides)}  {r.note}")
+        return
+    check_plan(runs, sweep_cfg, ns.launcher, ns.confirm)
+
+    sweep_dir = Path(sweep_cfg.hydra.sweep.dir)
+    command = [sys.executable, "-m", "ffnbench.train", "-m", f"experiment={ns.experiment}",
+               *launcher_overrides(ns.launcher), *ns.overrides]
+    write_json_atomic(sweep_dir / MANIFEST, {
+        "experiment": ns.experiment,
+        "command": " ".join(["make sweep", f"EXP={ns.experiment}"]
+                            + ([f"LAUNCHER={ns.launcher}"] if ns.launcher else [])
+                            + ([f'ARGS="{" ".join(ns.overrides)}"'] if ns.overrides else [])),
+        "train_command": " ".join(command[1:]),
+        "runs": [str(r.run_dir) for r in runs],
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    })
+    if counts["start"] + counts["resume"]:
+        proc = subprocess.run(command)
+        if proc.returncode != 0:
+            console.print(f"[red]the sweep's training process exited with status {proc.returncode}[/red]")
+    else:
+        console.print("nothing to train: every run is already done")
+    statuses = summarize(runs, console)
+    console.print(f"sweep wall time: {time.time() - started:.0f} s")
+    if not ns.no_report:
+        from ffnbench.report import write_report
+
+        report = write_report(sweep_dir)
+        console.print(f"report: {report}")
+    if any(s not in FINAL_STATUSES for s in statuses):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
