@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 lint: $(STAMP) ## ruff over the package and the tests
-	$(VENV)/bin/ruff check ffnbench tests
+	$(VENV)/bin/ruff check ffnbench hydra_plugins tests
 
 test: lint ## lint, then the test suite (minutes; slow checks excluded)
 	$(PY) -m pytest -q

@@ -88,6 +88,7 @@ def wandb_run_id(run_dir: Path) -> str:
 
 
 def make_wandb_logger(wcfg: dict, run_dir: Path, group: str, run_name: str, tags: list[str], config: dict):
+    import wandb
     from lightning.pytorch.loggers import WandbLogger
 
     mode = wandb_mode(wcfg.get("mode"))
@@ -103,6 +104,7 @@ def make_wandb_logger(wcfg: dict, run_dir: Path, group: str, run_name: str, tags
         tags=[*tags, *list(wcfg.get("tags") or [])],
         config=config,
         job_type="train",
+        settings=wandb.Settings(quiet=True),  # one line per run, not a summary table per run in a sweep log
     )
 
 

@@ -14,19 +14,20 @@ from typing import Any
 
 RESULT_FILE = "result.json"
 RUN_CONFIG_FILE = "run_config.json"
+SWEEP_MANIFEST = "sweep.json"  # a sweep's command and run directories (written by ffnbench.sweep)
 STATUSES = ("finished", "diverged", "failed", "running")
 FINAL_STATUSES = ("finished", "diverged")  # a rerun of the same config would only repeat these
 PACKAGES = ("torch", "lightning", "datasets", "wandb", "hydra-core", "numpy", "tokenizers", "scipy", "ffnbench")
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """NaN/inf are not JSON: a diverged loss is recorded as null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     return value
@@ -41,7 +42,7 @@ def write_json_atomic(path: Path, data: dict) -> None:
     try:
         os.fchmod(fd, 0o644)  # mkstemp makes it private; records are meant to be shared
         with os.fdopen(fd, "w") as f:
-            json.dump(_json_safe(data), f, indent=2, sort_keys=False, allow_nan=False)
+            json.dump(json_safe(data), f, indent=2, sort_keys=False, allow_nan=False)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
@@ -74,6 +75,30 @@ def read_result(run_dir: Path) -> dict | None:
     if data.get("status") not in STATUSES:
         raise CorruptRecord(f"{path}: no valid 'status' (got {data.get('status')!r})")
     return data
+
+
+METRICS = ("final_train_loss", "final_val_loss", "final_val_bpb", "best_val_loss", "best_val_bpb", "init_val_loss")
+
+
+def summary_key(metric: str) -> str:
+    """The wandb summary key of a result.json metric: final_val_loss -> final/val_loss."""
+    return f"final/{metric.removeprefix('final_')}"
+
+
+def ffn_record(spec: Any, size: Any) -> dict[str, Any]:
+    """result.json's `ffn` block: the spec (ffn.FFNSpec) and its sizes (ffn.FFNSize)."""
+    return {
+        "act": spec.act, "gated": spec.gated, "sizing": spec.sizing, "ratio": spec.ratio, "bias": spec.bias,
+        "multiple_of": spec.multiple_of, "approximate": spec.approximate, "label": spec.label,
+        "nominal_d_ff": size.nominal_d_ff, "d_ff": size.d_ff, "params_per_layer": size.params,
+        "target_params": size.target_params, "budget_mismatch": size.mismatch,
+    }
+
+
+def model_record(mcfg: Any, name: str | None) -> dict[str, Any]:
+    """result.json's `model` block, from a model.ModelConfig."""
+    return {"name": name, "d_model": mcfg.d_model, "n_layer": mcfg.n_layer, "n_head": mcfg.n_head,
+            "seq_len": mcfg.seq_len, "vocab_size": mcfg.vocab_size}
 
 
 def versions() -> dict[str, str | None]:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from rich.console import Console
 from rich.table import Table
 
@@ -26,6 +26,7 @@ from ffnbench.errors import ConfigError
 from ffnbench.records import (
     FINAL_STATUSES,
     RUN_CONFIG_FILE,
+    SWEEP_MANIFEST,
     CorruptRecord,
     read_json,
     read_result,
@@ -34,7 +35,6 @@ from ffnbench.records import (
 from ffnbench.sweeper import expand_grids
 from ffnbench.train import CKPT_DIR, LAST_CKPT
 
-MANIFEST = "sweep.json"
 MAX_CPU_RUNS = 30  # more runs than this on a CPU needs CONFIRM=1: hours of work deserve a second look
 LAUNCHERS = {
     "basic": None,
@@ -98,7 +98,9 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
     for job in expand_grids(params, grids, [f"experiment={experiment}", *args]):
         cfg = compose([*job, *launcher_overrides(launcher)], return_hydra_config=True)
         run_dir = Path(cfg.hydra.sweep.dir) / str(cfg.hydra.sweep.subdir)
-        config = {k: v for k, v in to_container(cfg).items() if k != "hydra"}
+        with open_dict(cfg):
+            del cfg["hydra"]  # runtime-only keys (output_dir) cannot be resolved outside a running job
+        config = to_container(cfg)
         runs.append(_classify(job, run_dir, config))
     return runs, sweep_cfg
 
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"allow more than {MAX_CPU_RUNS} runs on a CPU (also CONFIRM=1)")
     parser.add_argument("--no-report", action="store_true", help="do not write the report at the end")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (after --)")
-    ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    ns = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
     console = Console(width=140)
     started = time.time()
 
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     sweep_dir = Path(sweep_cfg.hydra.sweep.dir)
     command = [sys.executable, "-m", "ffnbench.train", "-m", f"experiment={ns.experiment}",
                *launcher_overrides(ns.launcher), *ns.overrides]
-    write_json_atomic(sweep_dir / MANIFEST, {
+    write_json_atomic(sweep_dir / SWEEP_MANIFEST, {
         "experiment": ns.experiment,
         "command": " ".join(["make sweep", f"EXP={ns.experiment}"]
                             + ([f"LAUNCHER={ns.launcher}"] if ns.launcher else [])

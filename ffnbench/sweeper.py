@@ -1,20 +1,20 @@
-"""A Hydra sweeper that runs a union of grids.
+"""The grids of a sweep: Hydra's basic sweeper runs one cartesian product; ffnbench's runs a union of them.
 
-Hydra's basic sweeper runs one cartesian product. A claim often needs several ("relu/gelu/swiglu at budget
+A claim often needs several ("relu/gelu/swiglu at budget
 4 over seeds, and gelu at widths 2 and 8"), so experiment configs may give `hydra.sweeper.grids`, a list
 of grids; their runs are joined in order and a run two grids share runs once. Command-line overrides apply
 to every grid and win over a grid's own value for the same key. Launchers are untouched: basic, joblib and
-submitit all receive the same job lists."""
+submitit all receive the same job lists. The Hydra plugin class is hydra_plugins.ffnbench_sweeper.GridSweeper
+(Hydra only loads plugins from that namespace); `make sweep`'s planner expands the same grids with the same
+function, so its dry run lists exactly the runs Hydra will launch."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
 
 from ffnbench.errors import ConfigError
 
@@ -44,27 +44,3 @@ def expand_grids(params: Mapping | None, grids: Sequence[Mapping] | None, argume
                 seen.add(key)
                 jobs.append(job)
     return jobs
-
-
-class GridSweeper(BasicSweeper):
-    def __init__(self, max_batch_size: int | None = None, params: Mapping | None = None,
-                 grids: Sequence[Mapping] | None = None):
-        super().__init__(max_batch_size=max_batch_size, params=dict(params or {}))
-        self.grids = [dict(g) for g in grids] if grids else None
-
-    def sweep(self, arguments: list[str]) -> Any:
-        assert self.config is not None and self.launcher is not None and self.hydra_context is not None
-        jobs = expand_grids(self.params, self.grids, arguments, self.hydra_context.config_loader)
-        self.overrides = list(self.split_overrides_to_chunks(jobs, self.max_batch_size))
-        sweep_dir = Path(self.config.hydra.sweep.dir)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        returns = []
-        initial_job_idx = 0
-        while not self.is_done():
-            batch = self.get_job_batch()
-            self.validate_batch_is_legal(batch)
-            results = self.launcher.launch(batch, initial_job_idx=initial_job_idx)
-            initial_job_idx += len(batch)
-            returns.append(results)
-        return returns

@@ -33,10 +33,13 @@ from ffnbench.records import (
     RESULT_FILE,
     RUN_CONFIG_FILE,
     CorruptRecord,
+    ffn_record,
     git_revision,
     hardware,
+    model_record,
     read_json,
     read_result,
+    summary_key,
     versions,
     write_json_atomic,
 )
@@ -151,7 +154,7 @@ def _parallel_jobs() -> int:
     if "joblib" not in str(launcher.get("_target_", "")):
         return 1
     n_jobs = int(launcher.get("n_jobs") or -1)
-    return os.cpu_count() or 1 if n_jobs < 1 else n_jobs
+    return (os.cpu_count() or 1) if n_jobs < 1 else n_jobs
 
 
 def local_rank() -> int:
@@ -283,20 +286,14 @@ def build_result(status: str, config: dict, run_dir: Path, mcfg, module: LMModul
         "run_dir": str(run_dir),
         "seed": config.get("seed"),
         "config": config,
-        "ffn": {
-            "act": spec.act, "gated": spec.gated, "sizing": spec.sizing, "ratio": spec.ratio, "bias": spec.bias,
-            "multiple_of": spec.multiple_of, "approximate": spec.approximate, "label": spec.label,
-            "nominal_d_ff": size.nominal_d_ff, "d_ff": size.d_ff, "params_per_layer": size.params,
-            "target_params": size.target_params, "budget_mismatch": size.mismatch,
-        },
-        "model": {"name": config["model"].get("name"), "d_model": mcfg.d_model, "n_layer": mcfg.n_layer,
-                  "n_head": mcfg.n_head, "seq_len": mcfg.seq_len, "vocab_size": mcfg.vocab_size},
+        "ffn": ffn_record(spec, size),
+        "model": model_record(mcfg, config["model"].get("name")),
         "params": params.as_dict(),
         "flops": {"per_token_training": flops.training, "per_token_forward": flops.forward,
                   "total_training": flops.training * steps * tokens_per_step},
         "data": {**(dm.info if dm is not None else {}),
                  "val_bytes_per_token": getattr(dm, "val_bytes_per_token", None)},
-        "metrics": {
+        "metrics": {  # records.METRICS
             "final_train_loss": module.last_train_loss if module else None,
             "final_val_loss": final["val_loss"] if final else None,
             "final_val_bpb": final["val_bpb"] if final else None,
@@ -452,7 +449,7 @@ def _summary(result: dict) -> dict[str, Any]:
     thr = result.get("throughput") or {}
     stats = (result.get("ffn_stats") or {}).get("final") or {}
     return {
-        **{f"final/{k.removeprefix('final_')}": v for k, v in result["metrics"].items()},
+        **{summary_key(k): v for k, v in result["metrics"].items()},
         "status": result["status"],
         "tokens": result["tokens"],
         "params/total": result["params"]["total"],

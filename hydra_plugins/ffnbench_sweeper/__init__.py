@@ -1,0 +1,1 @@
+"""ffnbench's Hydra sweeper plugin (Hydra only instantiates plugins that live under `hydra_plugins`)."""
