@@ -5,6 +5,7 @@ The one place that reads `cfg.ffn` / `cfg.model` into an `FFNSpec` / `ModelConfi
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ DEFAULT_BUDGET = 4.0  # the sizing a variant gets when neither ffn.width nor ffn
 # these are the same run: a sweep may resume one from the other's checkpoint.
 NON_IDENTITY_KEYS = (
     "run_dir",
+    "name",
     "runs_root",
     "logger",
     "slurm",
@@ -41,8 +43,12 @@ NON_IDENTITY_KEYS = (
 )
 
 
-def _fmt_ratio(x: float) -> str:
-    return f"{x:g}" if float(x).is_integer() else f"{x:.4g}"
+# The overrides a run's directory name leaves out: the FFN and the seed (the name's label says them) and
+# whatever does not change what a run computes (NON_IDENTITY_KEYS). Hydra reads this list through the
+# `name_exclude_keys` resolver (conf/train.yaml: hydra.job.config.override_dirname.exclude_keys).
+NAME_EXCLUDE_KEYS = ("seed", "experiment", "ffn", "ffn.act", "ffn.width", "ffn.budget", "ffn.bias",
+                     "ffn.multiple_of", "ffn.approximate", "trainer", *NON_IDENTITY_KEYS)
+MAX_NAME_EXTRAS = 80  # longer override lists are replaced by a hash: file names have limits
 
 
 def run_name(act, width, budget, bias, multiple_of, approximate, seed, override_dirname="") -> str:
@@ -56,12 +62,16 @@ def run_name(act, width, budget, bias, multiple_of, approximate, seed, override_
     except ConfigError:
         label = f"{act}-invalid"  # the run itself reports the error; the name only has to exist
     extras = str(override_dirname or "").replace("/", "_").replace(",", "-").replace(" ", "")
+    if len(extras) > MAX_NAME_EXTRAS:
+        extras = "o" + hashlib.blake2b(extras.encode(), digest_size=5).hexdigest()
     return f"{label}{'-' + extras if extras else ''}-s{seed}"
 
 
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("run_name"):
         OmegaConf.register_new_resolver("run_name", run_name)
+    if not OmegaConf.has_resolver("name_exclude_keys"):
+        OmegaConf.register_new_resolver("name_exclude_keys", lambda: list(NAME_EXCLUDE_KEYS))
 
 
 register_resolvers()
@@ -70,6 +80,12 @@ register_resolvers()
 def compose(overrides: Sequence[str] = (), config_name: str = "train", return_hydra_config: bool = False) -> DictConfig:
     """The config `python -m ffnbench.train <overrides>` would run with (with `return_hydra_config`, also its
     `hydra` node: run and sweep directories, launcher, sweeper)."""
+    return compose_many([overrides], config_name, return_hydra_config)[0]
+
+
+def compose_many(override_lists: Iterable[Sequence[str]], config_name: str = "train",
+                 return_hydra_config: bool = False) -> list[DictConfig]:
+    """`compose` for many override lists (a sweep's jobs), with one Hydra initialisation for all of them."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
@@ -77,8 +93,8 @@ def compose(overrides: Sequence[str] = (), config_name: str = "train", return_hy
 
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
-            return hydra_compose(config_name=config_name, overrides=list(overrides),
-                                 return_hydra_config=return_hydra_config)
+            return [hydra_compose(config_name=config_name, overrides=list(overrides),
+                                  return_hydra_config=return_hydra_config) for overrides in override_lists]
     except (HydraException, OmegaConfBaseException) as e:
         # One line: Hydra's message spans several (the options of a group, the search path).
         raise ConfigError(" ".join(str(e).split("\nConfig search path")[0].split())) from None

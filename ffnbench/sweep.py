@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ffnbench.cli import user_errors_exit
-from ffnbench.config import CONF_DIR, compose, identity_diff, to_container
+from ffnbench.config import CONF_DIR, compose, compose_many, identity_diff, to_container
 from ffnbench.errors import ConfigError
 from ffnbench.records import (
     FINAL_STATUSES,
@@ -95,8 +95,9 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
     params = OmegaConf.to_container(sweeper.params) if sweeper.get("params") else None
     grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
     runs = []
-    for job in expand_grids(params, grids, [f"experiment={experiment}", *args]):
-        cfg = compose([*job, *launcher_overrides(launcher)], return_hydra_config=True)
+    jobs = expand_grids(params, grids, [f"experiment={experiment}", *args])
+    launcher_args = launcher_overrides(launcher)
+    for job, cfg in zip(jobs, compose_many([[*job, *launcher_args] for job in jobs], return_hydra_config=True)):
         run_dir = Path(cfg.hydra.sweep.dir) / str(cfg.hydra.sweep.subdir)
         with open_dict(cfg):
             del cfg["hydra"]  # runtime-only keys (output_dir) cannot be resolved outside a running job

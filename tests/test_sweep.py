@@ -1,0 +1,196 @@
+"""Sweeps: every experiment expands to the runs it means, a micro sweep runs through the real multirun path,
+a killed sweep resumes without losing work, the launchers run, and bad input is refused before any work."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from ffnbench import sweep
+from ffnbench.config import compose
+from ffnbench.errors import ConfigError
+from ffnbench.records import RESULT_FILE, SWEEP_MANIFEST
+from ffnbench.sweeper import expand_grids
+
+EXPECTED_RUNS = {  # the grids of conf/experiment/*.yaml, counted by hand
+    "quick": 3 * 3 + 2 * 2 + 2 + 2,
+    "activations": 9 * 3,
+    "widths": 2 * 4 * 3 * 2,
+    "sparsity": 5 * 4 * 2,
+    "bias": 3 * 2 * 3,
+    "depth": 2 * 2 * 3,
+    "linear": 3 * 3,
+    "lr": 3 * 4,
+    "scale": 3 * 3 * 2,
+    "full": 10 * 3 + 2 * 3 * 3 + 2 * 4 * 3 + 5 * 3 * 3 + 3 * 3 + 2 * 2 * 3,
+}
+
+
+def micro_args(tmp: Path) -> list[str]:
+    """Overrides that make any experiment a seconds-long CPU run: micro model, Shakespeare bytes."""
+    return ["model=micro", "data=shakespeare", "data.tokenizer=byte", "data.batch_size=4", "data.val_tokens=256",
+            "trainer.max_steps=4", "trainer.val_every=2", "trainer.ckpt_every=2", "trainer.progress_bar=false",
+            "trainer.accelerator=cpu", "logger=csv", f"data.cache_dir={tmp / 'cache'}", f"runs_root={tmp / 'runs'}"]
+
+
+def test_every_experiment_is_listed_and_expands_to_its_grid():
+    assert set(sweep.experiments()) == set(EXPECTED_RUNS)
+    for name, expected in EXPECTED_RUNS.items():
+        if name == "full":  # the union of the others: expanded, not composed job by job (138 runs, slow)
+            cfg = compose([f"experiment={name}"], return_hydra_config=True)
+            grids = OmegaConf.to_container(cfg.hydra.sweeper.grids)
+            assert len(expand_grids(None, grids, [f"experiment={name}"])) == expected
+            continue
+        runs, cfg = sweep.plan(name, None, [])
+        assert len(runs) == expected, name
+        assert len({r.run_dir for r in runs}) == expected, f"{name}: two runs share a directory"
+        assert all(r.run_dir.parent == Path("runs") / name for r in runs)
+        assert cfg.name == name
+
+
+def test_the_quick_grid_covers_every_factor_of_the_mission():
+    runs, _ = sweep.plan("quick", None, [])
+    names = {r.run_dir.name for r in runs}
+    for act in ("relu", "gelu", "swiglu"):
+        assert {f"{act}-b4-nobias-s0", f"{act}-b4-nobias-s1"} <= names  # matched budget, ≥ 2 seeds
+    assert {"gelu-w2-nobias-s0", "gelu-w8-nobias-s0", "gelu-b4-bias-s0"} <= names  # widths 2/4/8, bias on/off
+
+
+def test_command_line_overrides_win_over_the_grid():
+    runs, _ = sweep.plan("activations", None, ["seed=0", "ffn=relu,gelu"])
+    assert sorted(r.run_dir.name for r in runs) == ["gelu-b4-nobias-s0", "relu-b4-nobias-s0"]
+
+
+def run_sweep(*args, tmp: Path, timeout=600):
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    return subprocess.run([sys.executable, "-m", "ffnbench.sweep", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=tmp)
+
+
+def results(tmp: Path, experiment: str) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in (tmp / "runs" / experiment).glob(f"*/{RESULT_FILE}")}
+
+
+def test_a_micro_sweep_runs_reports_and_reruns_as_all_skipped(tmp_path):
+    args = ["linear", "--", *micro_args(tmp_path), "seed=0,1"]
+    first = run_sweep(*args, tmp=tmp_path)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "6 runs: 0 skipped (already done), 0 resumed, 6 started" in first.stdout
+    done = results(tmp_path, "linear")
+    assert len(done) == 6 and {r["status"] for r in done.values()} == {"finished"}
+    assert "6 finished" in first.stdout
+    report = tmp_path / "runs" / "linear" / "REPORT.md"
+    assert report.exists() and "C13" in report.read_text()
+    manifest = json.loads((tmp_path / "runs" / "linear" / SWEEP_MANIFEST).read_text())
+    assert manifest["experiment"] == "linear" and len(manifest["runs"]) == 6
+
+    again = run_sweep(*args, tmp=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "6 runs: 6 skipped (already done), 0 resumed, 0 started" in again.stdout
+    assert "nothing to train" in again.stdout
+    assert results(tmp_path, "linear") == done  # untouched
+
+
+def test_a_killed_sweep_resumes_and_loses_nothing(tmp_path):
+    # Two runs, long enough to be killed in the second one after its first checkpoint.
+    overrides = [*micro_args(tmp_path), "ffn=relu", "seed=0", "trainer.max_steps=200", "trainer.val_every=50",
+                 "trainer.ckpt_every=10"]
+    runs, _ = sweep.plan("quick", None, overrides)
+    assert len(runs) == 4
+    first, second = runs[0].run_dir, runs[1].run_dir
+    proc = subprocess.Popen([sys.executable, "-m", "ffnbench.train", "-m", "experiment=quick", *overrides],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "WANDB_MODE": "offline"}, start_new_session=True)
+    deadline = time.time() + 300
+    while not (second / "checkpoints" / "last.ckpt").exists():
+        assert proc.poll() is None and time.time() < deadline, "the sweep ended before it could be killed"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished_before = (first / RESULT_FILE).read_text()
+    assert json.loads(finished_before)["status"] == "finished"
+
+    out = run_sweep("quick", "--", *overrides, tmp=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "4 runs: 1 skipped (already done), 1 resumed, 2 started" in out.stdout
+    assert (first / RESULT_FILE).read_text() == finished_before  # the finished run was not touched
+    resumed = json.loads((second / RESULT_FILE).read_text())
+    assert resumed["status"] == "finished" and resumed["resumed_from_step"] >= 10
+    assert resumed["steps"] == 200 and [c["step"] for c in resumed["curve"]] == [0, 50, 100, 150, 200]
+
+
+def test_submitit_local_launches_and_collects(tmp_path):
+    out = run_sweep("linear", "--launcher", "submitit_local", "--", *micro_args(tmp_path), "seed=0",
+                    "ffn=gelu,swiglu", "hydra.launcher.timeout_min=10", tmp=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert {r["status"] for r in results(tmp_path, "linear").values()} == {"finished"}
+    assert len(results(tmp_path, "linear")) == 2
+    assert list((tmp_path / "runs" / "linear" / ".submitit").glob("*/*_result.pkl"))  # submitit collected them
+
+
+def test_joblib_runs_two_at_a_time(tmp_path):
+    out = run_sweep("linear", "--launcher", "joblib", "--", *micro_args(tmp_path), "seed=0", "ffn=gelu,swiglu",
+                    "hydra.launcher.n_jobs=2", tmp=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    done = results(tmp_path, "linear")
+    assert len(done) == 2 and {r["status"] for r in done.values()} == {"finished"}
+    assert {r["hardware"]["torch_threads"] for r in done.values()} == {max(1, (os.cpu_count() or 1) // 2)}
+
+
+def test_unknown_experiment_lists_the_known_ones(tmp_path):
+    out = run_sweep("nope", tmp=tmp_path)
+    assert out.returncode == 2
+    assert "EXP=nope: no such experiment; known experiments: activations" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_missing_launcher_plugin_names_the_package(monkeypatch):
+    monkeypatch.setattr(sweep.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ConfigError, match="needs the hydra-joblib-launcher package"):
+        sweep.launcher_overrides("joblib")
+    with pytest.raises(ConfigError, match="unknown launcher"):
+        sweep.launcher_overrides("kubernetes")
+
+
+def test_a_big_cpu_grid_needs_confirmation(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep, "MAX_CPU_RUNS", 8)  # the real threshold, 30, works the same on a bigger grid
+    runs, cfg = sweep.plan("linear", None, ["trainer.accelerator=cpu", f"runs_root={tmp_path}"])
+    with pytest.raises(ConfigError, match=r"would train 9 runs on the CPU \(more than 8\).*CONFIRM=1"):
+        sweep.check_plan(runs, cfg, None, confirmed=False)
+    sweep.check_plan(runs, cfg, None, confirmed=True)
+
+
+def test_slurm_needs_its_settings(tmp_path):
+    runs, cfg = sweep.plan("linear", "submitit_slurm", [f"runs_root={tmp_path}"])
+    with pytest.raises(ConfigError, match=r"needs SLURM settings: set slurm\.partition"):
+        sweep.check_plan(runs, cfg, "submitit_slurm", confirmed=False)
+    runs, cfg = sweep.plan("linear", "submitit_slurm", [f"runs_root={tmp_path}", "slurm.partition=gpu"])
+    sweep.check_plan(runs, cfg, "submitit_slurm", confirmed=False)
+    assert cfg.hydra.launcher.partition == "gpu" and cfg.hydra.launcher.gpus_per_node == cfg.trainer.devices
+
+
+def test_a_run_dir_holding_another_config_stops_the_sweep_before_it_starts(tmp_path):
+    args = [*micro_args(tmp_path), "seed=0", "ffn=gelu"]
+    runs, _ = sweep.plan("linear", None, args)
+    runs[0].run_dir.mkdir(parents=True)
+    (runs[0].run_dir / "run_config.json").write_text(json.dumps({"optim": {"lr": 1.0}}))
+    out = run_sweep("linear", "--", *args, tmp=tmp_path)
+    assert out.returncode == 2
+    assert "hold runs of a different config and would not be reused" in out.stderr
+    assert not (runs[0].run_dir / RESULT_FILE).exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", sorted(set(EXPECTED_RUNS) - {"quick", "full"}))
+def test_every_claim_experiment_runs_with_micro_overrides(experiment, tmp_path):
+    out = run_sweep(experiment, "--", *micro_args(tmp_path), "seed=0", tmp=tmp_path, timeout=1800)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    done = results(tmp_path, experiment)
+    assert done and {r["status"] for r in done.values()} == {"finished"}
+    assert (tmp_path / "runs" / experiment / "REPORT.md").exists()
