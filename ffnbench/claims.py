@@ -472,17 +472,18 @@ def _largest(series: dict[tuple, dict[float, list[Run]]], need: set[float], base
 
 def c1(ctx: Context) -> Evidence:
     ev = Evidence()
+    seen_width_runs = False
     for act in ("relu", "gelu"):
         for fixed_budget in (False, True):
             series = _width_series(ctx.runs, act, fixed_budget)
             if not series:
                 continue
+            seen_width_runs = True
             need = {4.0} if fixed_budget else {2.0, 4.0, 8.0}
             key = _largest(series, need, ctx.base_setting)
             if key is None or (fixed_budget and len(series[key]) < 2):
                 found = sorted({r for ratios in series.values() for r in ratios})
                 what = "4× and another ratio" if fixed_budget else "2×, 4× and 8×"
-                ev.n = ev.n or 0  # runs exist, just not the ones the rule needs
                 ev.parts.append((f"{act} {'fixed budget' if fixed_budget else 'fixed d_model'}",
                                  Verdict(INCONCLUSIVE, f"needs {what} (found {', '.join(f'{x:g}×' for x in found)}): "
                                                        "run `make sweep EXP=widths`")))
@@ -490,6 +491,8 @@ def c1(ctx: Context) -> Evidence:
             heading = f"\n{act}, {describe_setting(key[0])}, lr {key[3]:g}:\n"
             ev.details += [heading, *_series_table(act, series[key]), ""]
             (_c1_fixed_budget if fixed_budget else _c1_fixed_d)(act, series[key], ev)
+    if ev.n is None and seen_width_runs:
+        ev.n = 0  # runs exist, just not the ones the rule needs (not "not in this sweep")
     return ev
 
 
