@@ -753,6 +753,12 @@ class LMDataModule(L.LightningDataModule):
             "seconds": seconds,
         }
 
+    def _pin_memory(self) -> bool:
+        """Page-locked batches when training on a GPU: only a copy from pinned memory is asynchronous; from pageable
+        memory torch waits for the GPU's queue to drain before every batch (a host-device sync per step)."""
+        device = getattr(getattr(self.trainer, "strategy", None), "root_device", None)
+        return getattr(device, "type", None) == "cuda"
+
     def _world(self) -> tuple[int, int]:
         """(world size, rank), from the trainer when one is attached."""
         trainer = self.trainer
@@ -776,7 +782,7 @@ class LMDataModule(L.LightningDataModule):
         trainer = self.trainer
         start = int(trainer.global_step) * int(trainer.accumulate_grad_batches) if trainer is not None else 0
         stream = TrainBatches(self._windows(self.train_tokens), self.seed, self.batch_size, world, rank, start)
-        return torch.utils.data.DataLoader(stream, batch_size=None, num_workers=0)
+        return torch.utils.data.DataLoader(stream, batch_size=None, num_workers=0, pin_memory=self._pin_memory())
 
     def val_dataloader(self) -> torch.utils.data.DataLoader:
         """This rank's contiguous share of the fixed validation windows, in order."""
@@ -784,7 +790,7 @@ class LMDataModule(L.LightningDataModule):
         windows = self._windows(self.val_tokens)
         shard = np.array_split(self.val_offsets, world)[rank]
         return torch.utils.data.DataLoader(ValBatches(windows, shard, self.local_batch_size()), batch_size=None,
-                                           shuffle=False, num_workers=0)
+                                           shuffle=False, num_workers=0, pin_memory=self._pin_memory())
 
     def state_dict(self) -> dict[str, Any]:
         """What identifies the data a checkpoint was trained on."""

@@ -23,6 +23,26 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) 
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def build_optimizer(model: GPT, optim: dict, total_steps: int, device: torch.device):
+    """AdamW with weight decay only on the matrices that multiply activations (not on norms, biases or
+    embeddings), and its warmup + cosine schedule (stepped once per optimizer step). The training module and
+    the benchmark's reference loop (ffnbench.bench) both build it here, so they run the same optimizer."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.ndim >= 2 and not name.startswith(("wte.", "wpe.")) else no_decay).append(p)
+    o = optim
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": o["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+        fused=torch.device(device).type in ("cpu", "cuda") or None,  # one kernel for all parameters
+    )
+    warmup = min(int(o["warmup_steps"]), max(0, total_steps - 1))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: lr_factor(s, warmup, total_steps, o["min_lr_ratio"])
+    )
+    return optimizer, scheduler
+
+
 class LMModule(L.LightningModule):
     def __init__(self, model_cfg: ModelConfig, optim: dict, seed: int, total_steps: int, tokens_per_step: int,
                  val_bytes_per_token: float = 1.0, log_every: int = 10, compile: bool = False,
@@ -45,19 +65,28 @@ class LMModule(L.LightningModule):
 
     # ---- training -----------------------------------------------------------------------------------
 
+    def _logging_step(self) -> bool:
+        """Whether this optimizer step's metrics reach the loggers: Lightning writes them on every log_every-th
+        step (Trainer.log_every_n_steps = log_every, counted from 1: global steps 9, 19, ... for 10), and we read the
+        loss on the last step too. Per-step metrics are logged on these steps only: on the others a `self.log` would
+        cost Python work for a value nobody sees, and a device tensor in the progress bar a host sync per step."""
+        step = self.global_step
+        return (step + 1) % self.log_every == 0 or step + 1 >= self.total_steps
+
     def training_step(self, batch, batch_idx):
         x, y = batch
         loss = self.model(x, y)
-        step = self.global_step
-        if step % self.log_every == 0 or step + 1 >= self.total_steps:
-            # One host sync per logging window, not per step.
-            value = loss.detach().float().item()
+        if self._logging_step():
+            step = self.global_step
+            value = loss.detach().float().item()  # the one host sync of a logging window
             self.last_train_loss = value
             if not math.isfinite(value):
                 self._diverge(f"training loss became {value} at step {step}")
                 return None  # skips backward and the optimizer step
-        self.log("train/loss", loss.detach(), on_step=True, on_epoch=False, prog_bar=True)
-        self.log("tokens", float((step + 1) * self.tokens_per_step), on_step=True, on_epoch=False)
+            # Host values are logged as CPU tensors: Lightning converts the progress bar's metrics to numbers after
+            # every step, which for a device tensor would be a sync on every step, logging window or not.
+            self.log("train/loss", torch.tensor(value), on_step=True, on_epoch=False, prog_bar=True)
+            self.log("tokens", torch.tensor(float((step + 1) * self.tokens_per_step)), on_step=True, on_epoch=False)
         return loss
 
     def _diverge(self, why: str) -> None:
@@ -68,24 +97,12 @@ class LMModule(L.LightningModule):
     def on_before_optimizer_step(self, optimizer) -> None:
         clip = self.optim.get("grad_clip")
         norm = torch.nn.utils.clip_grad_norm_(self.parameters(), clip if clip else math.inf)
-        self.log("train/grad_norm", norm, on_step=True, on_epoch=False)
-        self.log("lr", optimizer.param_groups[0]["lr"], on_step=True, on_epoch=False)
+        if self._logging_step():
+            self.log("train/grad_norm", norm, on_step=True, on_epoch=False)  # stays on the device until written
+            self.log("lr", torch.tensor(optimizer.param_groups[0]["lr"]), on_step=True, on_epoch=False)
 
     def configure_optimizers(self):
-        # Weight decay only on the matrices that multiply activations: not on norms, biases or embeddings.
-        decay, no_decay = [], []
-        for name, p in self.model.named_parameters():
-            (decay if p.ndim >= 2 and not name.startswith(("wte.", "wpe.")) else no_decay).append(p)
-        o = self.optim
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": o["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
-            fused=self.device.type == "cuda" or None,
-        )
-        warmup = min(int(o["warmup_steps"]), max(0, self.total_steps - 1))
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda s: lr_factor(s, warmup, self.total_steps, o["min_lr_ratio"])
-        )
+        optimizer, scheduler = build_optimizer(self.model, self.optim, self.total_steps, self.device)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ---- validation ---------------------------------------------------------------------------------

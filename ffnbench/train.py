@@ -6,6 +6,7 @@ checkpoints/last.ckpt and Hydra's .hydra/."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -252,6 +253,37 @@ class PeriodicCheckpoint(L.Callback):
             self.save(trainer)
 
 
+STEP_TIMES_ENV = "FFNBENCH_STEP_TIMES"
+
+
+class StepTimes(L.Callback):
+    """When the environment variable FFNBENCH_STEP_TIMES names a file (the startup benchmark of ffnbench.bench
+    sets it), train() appends JSON lines {"event", "time"} to it: when train() starts (imports and config done),
+    when the data is ready, and when the first training step starts and ends. Without the variable this callback
+    is never created, so a normal run pays nothing for it."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.seen: set[str] = set()
+
+    @classmethod
+    def from_env(cls) -> StepTimes | None:
+        path = os.environ.get(STEP_TIMES_ENV)
+        return cls(path) if path and global_rank() == 0 else None
+
+    def mark(self, event: str) -> None:
+        if event not in self.seen:
+            self.seen.add(event)
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"event": event, "time": time.time(), "pid": os.getpid()}) + "\n")
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.mark("first_step_start")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.mark("first_step_end")
+
+
 # ---- the record ------------------------------------------------------------------------------------------
 
 
@@ -329,6 +361,9 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[st
     from ffnbench.data import LMDataModule
 
     started = time.time()
+    step_times = StepTimes.from_env()
+    if step_times:
+        step_times.mark("train_start")
     config = to_container(cfg)
     run_dir = resolve_run_dir(cfg)
     mcfg = model_config(cfg, vocab_size_for(cfg.data))  # every config error surfaces here, before any work
@@ -365,6 +400,8 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[st
     dm = LMDataModule(cfg.data, seq_len=mcfg.seq_len, seed=int(cfg.seed))
     dm.prepare_data()
     dm.setup("fit")
+    if step_times:
+        step_times.mark("data_ready")
     flops = count_flops(mcfg)
     peak, peak_source = peak_flops(hw.accelerator, hw.precision, t.get("peak_flops"), _cache_dir(cfg))
     module = LMModule(
@@ -398,7 +435,7 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[st
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         logger=loggers or False,
-        callbacks=[thr, ckpt_cb, *(callbacks or [])],
+        callbacks=[thr, ckpt_cb, *([step_times] if step_times else []), *(callbacks or [])],
         enable_checkpointing=False,  # PeriodicCheckpoint writes last.ckpt atomically
         enable_progress_bar=bool(t.progress_bar),
         enable_model_summary=False,
