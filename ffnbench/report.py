@@ -641,7 +641,7 @@ def _distinct(values: Iterable[Any]) -> str:
     return "; ".join(f"{v} ({n} runs)" if len(counts) > 1 else str(v) for v, n in counts.most_common()) or "unknown"
 
 
-def provenance_section(loaded: Loaded, source_arg: str) -> list[str]:
+def provenance_section(loaded: Loaded, source_arg: str, out_dir: Path | None = None) -> list[str]:
     recs = [r.record for r in loaded.runs]
     git = _distinct(f"{(g := rec.get('git') or {}).get('revision') or 'unknown'}"
                     + (" (uncommitted changes)" if g.get("dirty") else "") for rec in recs)
@@ -655,7 +655,10 @@ def provenance_section(loaded: Loaded, source_arg: str) -> list[str]:
     wall = sum(rec.get("wall_time_s") or 0 for rec in recs)
     m = loaded.manifest or {}
     lines = ["## Provenance", "",
-             f"- source: `{loaded.source}`; rebuild this report with `python -m ffnbench.report {source_arg}`",
+             f"- source: `{loaded.source}`; rebuild this report with `python -m ffnbench.report {source_arg}`"
+             + (f"; this copy rebuilds from its own results with `python -m ffnbench.report "
+                f"{out_dir / RESULTS_FILE}`" if out_dir is not None and out_dir / RESULTS_FILE != Path(source_arg)
+                else ""),
              f"- sweep: experiment `{m.get('experiment', 'unknown')}`, command `{m.get('command', 'unknown')}`, "
              f"started {m.get('started_at', 'unknown')}" if m else "- sweep: no sweep.json (command unknown)"]
     if m.get("train_command"):
@@ -719,7 +722,8 @@ def write_results(runs: list[Run], path: Path) -> None:
     os.replace(tmp, path)
 
 
-def render(loaded: Loaded, results: list[ClaimResult], figures: list[tuple[str, str]], source_arg: str) -> str:
+def render(loaded: Loaded, results: list[ClaimResult], figures: list[tuple[str, str]], source_arg: str,
+           out_dir: Path | None = None) -> str:
     title = (loaded.manifest or {}).get("experiment") or (loaded.runs[0].record["config"].get("name")
                                                           if loaded.runs else loaded.source.name)
     lines = [f"# ffnbench report: {title}", "", summary_paragraph(loaded, results), ""]
@@ -731,7 +735,7 @@ def render(loaded: Loaded, results: list[ClaimResult], figures: list[tuple[str, 
     if not figures:
         lines += ["No figure: no run has the data one needs.", ""]
     lines += unused_section(loaded)
-    lines += provenance_section(loaded, source_arg)
+    lines += provenance_section(loaded, source_arg, out_dir)
     lines.append(f"*Generated {time.strftime('%Y-%m-%d %H:%M:%S %z')} by ffnbench.report.*")
     return "\n".join(lines) + "\n"
 
@@ -746,7 +750,7 @@ def build(loaded: Loaded, out_dir: Path, source_arg: str,
         (out_dir / SWEEP_MANIFEST).write_text(json.dumps(loaded.manifest, indent=2) + "\n")
     path = out_dir / REPORT_FILE
     tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(render(loaded, results, figures, source_arg))
+    tmp.write_text(render(loaded, results, figures, source_arg, out_dir))
     os.replace(tmp, path)
     return path, results
 
