@@ -46,8 +46,10 @@ NON_IDENTITY_KEYS = (
 # The overrides a run's directory name leaves out: the FFN and the seed (the name's label says them) and
 # whatever does not change what a run computes (NON_IDENTITY_KEYS). Hydra reads this list through the
 # `name_exclude_keys` resolver (conf/train.yaml: hydra.job.config.override_dirname.exclude_keys).
+# trainer.compile stays in the name: it may resume an eager run, but asked for by name it is a run of its own.
 NAME_EXCLUDE_KEYS = ("seed", "experiment", "ffn", "ffn.act", "ffn.width", "ffn.budget", "ffn.bias",
-                     "ffn.multiple_of", "ffn.approximate", "trainer", *NON_IDENTITY_KEYS)
+                     "ffn.multiple_of", "ffn.approximate", "trainer",
+                     *(k for k in NON_IDENTITY_KEYS if k != "trainer.compile"))
 MAX_NAME_EXTRAS = 80  # longer override lists are replaced by a hash: file names have limits
 
 
