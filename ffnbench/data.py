@@ -39,6 +39,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ffnbench.cli import user_errors_exit
 from ffnbench.errors import ConfigError, DataError, FFNBenchError
+from ffnbench.records import write_json_atomic
 from ffnbench.tokenizer import BPE_FILE, load_tokenizer, token_dtype, tokenizer_id, unreachable, vocab_size_for
 
 SOURCES = ("shakespeare", "tinystories", "wikitext103", "fineweb_edu", "text_files")
@@ -130,11 +131,6 @@ def _atomic(path: Path) -> Iterator[BinaryIO]:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    with _atomic(path) as f:
-        f.write(json.dumps(obj, indent=1, sort_keys=True).encode())
 
 
 def _existing_path(cfg: Mapping) -> Path:
@@ -558,7 +554,7 @@ def _build(cfg: Mapping, cdir: Path, tok_dir: Path) -> dict[str, dict]:
     tok = load_tokenizer(cfg, tok_dir, lambda: (t for texts in _text_batches(corpus_once().splits["train"])
                                                 for t in texts))
     corpus = corpus_once()
-    _write_json(cdir / "corpus.json", corpus.record)
+    write_json_atomic(cdir / "corpus.json", corpus.record)
     with _atomic(tok_dir / TOKEN_BYTES_FILE) as f:
         np.save(f, tok.token_byte_lengths())
     for split in SPLITS:  # a new .bin must never pair up with an old meta, even if this build dies half-way
@@ -569,7 +565,7 @@ def _build(cfg: Mapping, cdir: Path, tok_dir: Path) -> dict[str, dict]:
               "content_hash": corpus.record["content_hash"]}
     for split, meta in metas.items():  # metas last: a split counts as built only once its meta exists
         meta.update(common, split=split)
-        _write_json(tok_dir / f"{split}.json", meta)
+        write_json_atomic(tok_dir / f"{split}.json", meta)
     return metas
 
 
