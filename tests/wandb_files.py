@@ -4,6 +4,7 @@ so tests can check the config, tags and summary without a wandb server."""
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
 BLOCK = 32768
@@ -14,6 +15,8 @@ def read_records(path: Path) -> list:
     from wandb.proto import wandb_internal_pb2 as pb
 
     data = Path(path).read_bytes()
+    if len(data) < 7:  # not even the header written yet
+        return []
     assert data[:4] == b":W&B", f"{path} is not a wandb run file"
     pos, chunks, pending = 7, [], b""
     while pos + 7 <= len(data):
@@ -25,6 +28,8 @@ def read_records(path: Path) -> list:
         if kind == 0 and length == 0:
             pos += left
             continue
+        if pos + 7 + length > len(data):  # a record still being written
+            break
         chunk = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind == FULL:
@@ -43,12 +48,27 @@ def read_records(path: Path) -> list:
     return records
 
 
+def finished_records(path: Path, timeout_s: float = 120.0) -> list:
+    """The records of a run log once it holds the run's `exit` record.
+
+    `wandb.finish()` returns before wandb-core has flushed the file (seen on a loaded 2-core machine: the log
+    still lacked even the `run` record), so read it again until the run's last record is there."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = read_records(path)
+        kinds = [r.WhichOneof("record_type") for r in records]
+        if "exit" in kinds:
+            return records
+        assert time.monotonic() < deadline, f"{path} has no exit record after {timeout_s:.0f} s: {kinds}"
+        time.sleep(0.2)
+
+
 def run_info(run_dir: Path) -> dict:
     """{'group', 'tags', 'name', 'config': {key: json}, 'summary': {key: json}} of the run in run_dir/wandb."""
     files = sorted(Path(run_dir).glob("wandb/offline-run-*/run-*.wandb"))
     assert files, f"no offline wandb run under {run_dir}"
     info: dict = {"config": {}, "summary": {}}
-    for record in read_records(files[-1]):
+    for record in finished_records(files[-1]):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             info.update(group=record.run.run_group, tags=list(record.run.tags), name=record.run.display_name)
