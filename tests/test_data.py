@@ -525,8 +525,9 @@ def test_data_command_prepares_then_serves_from_the_cache(tmp_path):
         assert needle in first.stdout, needle
     second = run_data(tmp_path, "model=micro")
     assert second.returncode == 0, second.stderr
-    seconds = float(re.search(r"served from the cache in ([\d.]+) s", second.stdout).group(1))
-    assert seconds < 1
+    # served, not rebuilt: how fast that is belongs to `make bench` (startup.json), not to a timed test
+    assert re.search(r"served from the cache in [\d.]+ s", second.stdout), second.stdout
+    assert "built in" not in second.stdout
 
 
 def test_data_command_user_error_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
