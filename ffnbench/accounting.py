@@ -113,7 +113,7 @@ def count_flops(cfg: ModelConfig, seq_len: int | None = None) -> FlopBreakdown:
     d, L = cfg.d_model, cfg.n_layer
     d_ff = size_ffn(cfg.ffn, d).d_ff
     ffn_w = ffn_matmul_params(d, d_ff, cfg.ffn.gated)
-    attn_w = 4 * d * d
+    attn_w = attention_params(d, bias=False)
     head_w = cfg.vocab_size * d
     context = 2 * 2 * t * d  # QKᵀ and A·V: 2·T·d multiply-adds each, per token
     matmul_params = L * (attn_w + ffn_w) + head_w

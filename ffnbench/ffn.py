@@ -72,9 +72,10 @@ def get_variant(name: str) -> Variant:
 # ----------------------------------------------------------------------------------------------------------
 
 
-def ffn_param_count(d_model: int, d_ff: int, gated: bool, bias: bool) -> int:
+def ffn_param_count(d_model: int, d_ff: int | float, gated: bool, bias: bool) -> int | float:
     """Exact parameters of one FFN: 2 (ungated) or 3 (gated) d_model×d_ff matrices, plus a bias on every
-    linear when `bias` (d_ff per input projection, d_model for the output projection)."""
+    linear when `bias` (d_ff per input projection, d_model for the output projection). A fractional d_ff
+    gives the (fractional) count of an unrounded size: the budget a spec is measured against."""
     n_in = 2 if gated else 1
     weights = (n_in + 1) * d_model * d_ff
     biases = (n_in * d_ff + d_model) if bias else 0
@@ -90,11 +91,6 @@ def round_up(x: float, multiple_of: int) -> int:
     """Smallest multiple of `multiple_of` that is ≥ x. A tolerance of 1e-6 absorbs float error, so that
     8/3·768 = 2047.9999999999998 counts as 2048 and not 2049."""
     return multiple_of * math.ceil((x - 1e-6) / multiple_of)
-
-
-def width_hidden_size(d_model: int, ratio: float, multiple_of: int = 1) -> int:
-    """`width` sizing: d_ff = ratio·d_model, rounded up to a multiple of `multiple_of`."""
-    return round_up(ratio * d_model, multiple_of)
 
 
 def budget_nominal_hidden_size(d_model: int, ratio: float, gated: bool, bias: bool) -> float:
@@ -196,8 +192,7 @@ def size_ffn(spec: FFNSpec, d_model: int) -> FFNSize:
     d_ff = round_up(nominal, spec.multiple_of)
     params = ffn_param_count(d_model, d_ff, spec.gated, spec.bias)
     # The target is the ungated FFN at ratio·d_model that both sizings are measured against.
-    r_d = spec.ratio * d_model
-    target = 2 * d_model * r_d + ((r_d + d_model) if spec.bias else 0)
+    target = ffn_param_count(d_model, spec.ratio * d_model, gated=False, bias=spec.bias)
     return FFNSize(d_model, nominal, d_ff, params, target, (params - target) / target)
 
 
