@@ -45,6 +45,7 @@ import torch
 
 from ffnbench.cli import user_errors_exit
 from ffnbench.errors import ConfigError
+from ffnbench.throughput import sync
 
 BENCHMARKS = {1: "overhead", 2: "mfu", 3: "variants", 4: "alignment", 5: "startup"}
 DEFAULT_OUT = Path("experiments") / "bench"
@@ -85,11 +86,6 @@ def paired_ratios(num: Sequence[float], den: Sequence[float]) -> list[float]:
     return [a / b for a, b in zip(num, den)]
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def time_call(fn: Callable[[], Any], device: torch.device, inner: int = 1) -> float:
     """Seconds per call of `fn`, over `inner` back-to-back calls, the device synchronized at both edges."""
     sync(device)
@@ -100,21 +96,22 @@ def time_call(fn: Callable[[], Any], device: torch.device, inner: int = 1) -> fl
     return (time.perf_counter() - start) / inner
 
 
+def cpu_ticks() -> tuple[int, int] | None:
+    """(all, idle) CPU time of the whole machine so far, in clock ticks (/proc/stat; None where unavailable)."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields), idle
+
+
 def cpu_busy_fraction(interval: float = 0.5) -> float | None:
-    """Share of all CPU time that was busy over `interval` seconds (from /proc/stat; None where unavailable).
+    """Share of all CPU time that was busy over `interval` seconds (None where unavailable).
     Taken while the benchmark itself is idle, it says how much else is running."""
-
-    def read() -> tuple[int, int] | None:
-        try:
-            fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-        except (OSError, ValueError, IndexError):
-            return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-        return sum(fields), idle
-
-    a = read()
+    a = cpu_ticks()
     time.sleep(interval)
-    b = read()
+    b = cpu_ticks()
     if a is None or b is None or b[0] == a[0]:
         return None
     return 1.0 - (b[1] - a[1]) / (b[0] - a[0])
@@ -138,11 +135,10 @@ class LoadMeter:
 
     @staticmethod
     def _read() -> tuple[float, float, float] | None:
-        try:
-            fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-        except (OSError, ValueError, IndexError):
+        ticks = cpu_ticks()
+        if ticks is None:
             return None
-        busy = (sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)) / os.sysconf("SC_CLK_TCK")
+        busy = (ticks[0] - ticks[1]) / os.sysconf("SC_CLK_TCK")
         t = os.times()
         return time.perf_counter(), busy, t.user + t.system + t.children_user + t.children_system
 
@@ -541,18 +537,18 @@ def bench_overhead(ctx: Context) -> dict:
         stats = interleaved({"off": _stats_trial(ctx, cfg, False, 3), "on": _stats_trial(ctx, cfg, True, 3)},
                             max(3, s.overhead_reps))
         tps = pipeline.tokens_per_step
-        step_s = tps / summarize(results["pipeline"])["median"]
+        hand_s, pipe_s, ratio_s = summarize(results["hand"]), summarize(results["pipeline"]), summarize(ratios)
+        step_s = tps / pipe_s["median"]
         val_batches = math.ceil(max(1, val_tokens // pipeline.seq_len) / pipeline.batch_size)
         extra_s = val_batches * (summarize(stats["on"])["median"] - summarize(stats["off"])["median"])
         goal = ctx.quick or model != "micro"  # micro: a probe of the per-step cost, not a model anyone trains
         row = {
             "model": model, "batch_size": pipeline.batch_size, "seq_len": pipeline.seq_len, "tokens_per_step": tps,
             "warmup_steps": warmup, "timed_steps": steps,
-            "hand_tokens_per_s": summarize(results["hand"]),
-            "pipeline_tokens_per_s": summarize(results["pipeline"]),
-            "ratio": summarize(ratios),
-            "pipeline_ms_per_step_extra": 1e3 * tps * (1 / summarize(results["pipeline"])["median"]
-                                                       - 1 / summarize(results["hand"])["median"]),
+            "hand_tokens_per_s": hand_s,
+            "pipeline_tokens_per_s": pipe_s,
+            "ratio": ratio_s,
+            "pipeline_ms_per_step_extra": 1e3 * tps * (1 / pipe_s["median"] - 1 / hand_s["median"]),
             "pipeline_monitor_tokens_per_s": summarize(pipeline.monitor_readings) if pipeline.monitor_readings
             else None,
             "val_stats_ratio": summarize(paired_ratios(stats["off"], stats["on"])),  # throughput, on ÷ off
@@ -564,7 +560,7 @@ def bench_overhead(ctx: Context) -> dict:
             "raw": {"hand": results["hand"], "pipeline": results["pipeline"], "stats_off_s": stats["off"],
                     "stats_on_s": stats["on"]},
             "goal": GOALS["overhead_ratio"] if goal else None,
-            "meets_goal": summarize(ratios)["median"] >= GOALS["overhead_ratio"] if goal else None,
+            "meets_goal": ratio_s["median"] >= GOALS["overhead_ratio"] if goal else None,
         }
         rows.append(row)
     load["after"] = load_snapshot()
@@ -592,17 +588,13 @@ def bench_overhead(ctx: Context) -> dict:
         notes.append("micro (d=32, 2 layers) is there to expose the per-step cost of the pipeline's Python: its steps "
                      "take a few milliseconds, so the goal is not applied to it")
     _print_block("1. Pipeline overhead", table, notes)
-    settings = {"overrides": overrides_by_model(ctx, s.overhead_models), "steps": s.overhead_steps,
+    settings = {"overrides": {m: pipeline_overrides(ctx, m) for m in s.overhead_models}, "steps": s.overhead_steps,
                 "reps": s.overhead_reps, "device": str(ctx.device), "compile": ctx.gpu,
                 "precision": "bf16-mixed" if ctx.gpu else "32-true",
                 "hand_loop": "GPT + module.build_optimizer (same AdamW, schedule) + clip_grad_norm_ + the same "
                              "data windows; loss.item() once per log_every steps",
                 "excluded": "validation and checkpoints (outside the timed window), process and Trainer start-up"}
     return ctx.record("overhead", settings, rows, load, notes=notes)
-
-
-def overrides_by_model(ctx: Context, models: Sequence[str]) -> dict[str, list[str]]:
-    return {m: pipeline_overrides(ctx, m) for m in models}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -697,17 +689,36 @@ def bench_mfu(ctx: Context) -> dict:
 # ---------------------------------------------------------------------------------------------------------
 
 
-class LayerTrial:
+class Trial:
+    """Times `call`: `inner` back-to-back calls per repetition, after a warm-up whose first call (the one that
+    compiles, when compiled) is kept apart."""
+
+    ctx: Context
+    inner: int
+    first_call_s: float | None = None
+
+    def call(self) -> None:
+        raise NotImplementedError
+
+    def warm_up(self, calls: int = 3) -> None:
+        self.first_call_s = time_call(self.call, self.ctx.device)
+        for _ in range(calls - 1):
+            self.call()
+
+    def __call__(self) -> float:
+        return time_call(self.call, self.ctx.device, self.inner)
+
+
+class LayerTrial(Trial):
     """Forward + backward of one FFN layer over `n_tokens` tokens (weights' and input's gradients)."""
 
     def __init__(self, ctx: Context, ffn: torch.nn.Module, n_tokens: int, d_model: int, inner: int,
-                 compile: bool = False, seed: int = 0):
-        gen = torch.Generator().manual_seed(seed)
+                 compile: bool = False):
+        gen = torch.Generator().manual_seed(0)
         self.ctx, self.inner, self.module = ctx, inner, ffn.to(ctx.device)
         self.fn = torch.compile(self.module) if compile else self.module
         self.x = torch.randn(n_tokens, d_model, generator=gen).to(ctx.device).requires_grad_(True)
         self.grad = torch.randn(n_tokens, d_model, generator=gen).to(ctx.device)
-        self.first_call_s: float | None = None
 
     def call(self) -> None:
         self.x.grad = None
@@ -718,30 +729,16 @@ class LayerTrial:
             self.grad = self.grad.to(y.dtype)
         y.backward(self.grad)
 
-    def warm_up(self, calls: int = 3) -> None:
-        self.first_call_s = time_call(self.call, self.ctx.device)  # compiles, when compiled
-        for _ in range(calls - 1):
-            self.call()
 
-    def __call__(self) -> float:
-        return time_call(self.call, self.ctx.device, self.inner)
-
-
-class StepTrial:
+class StepTrial(Trial):
     """One whole training step (the hand loop's: forward, backward, clipping, AdamW) of a model."""
 
     def __init__(self, ctx: Context, cfg, mcfg, batches, inner: int, compile: bool):
         self.ctx, self.inner = ctx, inner
         self.loop = HandLoop(ctx, cfg, mcfg=mcfg, batches=batches, compile=compile)
-        self.first_call_s: float | None = None
 
-    def warm_up(self, calls: int = 3) -> None:
-        self.first_call_s = time_call(self.loop.step, self.ctx.device)
-        for _ in range(calls - 1):
-            self.loop.step()
-
-    def __call__(self) -> float:
-        return time_call(self.loop.step, self.ctx.device, self.inner)
+    def call(self) -> None:
+        self.loop.step()
 
 
 def bench_variants(ctx: Context) -> dict:
@@ -990,15 +987,17 @@ def bench_startup(ctx: Context) -> dict:
     for run, values in [*((r, results[r.name]) for r in runs), *([(cold, cold_result)] if cold_result else [])]:
         events = {e: summarize([ev[e] for ev in run.events if e in ev]) for e in STARTUP_EVENTS
                   if any(e in ev for ev in run.events)}
+        to_first_step = summarize(values)
         rows.append({"what": run.name, "command": labels[run.name] + f" model={s.startup_model} trainer.max_steps=1",
-                     "to_first_step_s": summarize(values), "events_s": events, "raw": run.events,
-                     "goal_s": GOALS["startup_s"], "meets_goal": summarize(values)["median"] <= GOALS["startup_s"]})
+                     "to_first_step_s": to_first_step, "events_s": events, "raw": run.events,
+                     "goal_s": GOALS["startup_s"], "meets_goal": to_first_step["median"] <= GOALS["startup_s"]})
+    cached = summarize(data["cached"])
     data_rows = [
         {"what": "first tokenization in a fresh process (one-time imports included)",
          "seconds": summarize([first_in_process])},
         {"what": "tokenization (empty cache)", "seconds": summarize(data["tokenize"])},
-        {"what": "cached load (verify + memory-map)", "seconds": summarize(data["cached"]),
-         "goal_s": GOALS["cached_load_s"], "meets_goal": summarize(data["cached"])["median"] <= GOALS["cached_load_s"]},
+        {"what": "cached load (verify + memory-map)", "seconds": cached,
+         "goal_s": GOALS["cached_load_s"], "meets_goal": cached["median"] <= GOALS["cached_load_s"]},
     ]
 
     def ev(r: dict, e: str) -> str:

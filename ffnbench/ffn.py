@@ -220,8 +220,16 @@ class ActivationStats:
         self.ever_nonzero |= (hidden != 0).any(dim=0)
         self.ever_positive |= (pre > 0).any(dim=0)
 
-    def tensors(self) -> list[torch.Tensor]:
-        return [self.zeros, self.count, self.ever_nonzero, self.ever_positive]
+    def all_reduce(self) -> None:
+        """Combine the ranks' statistics (each saw its own shard): counts add up, per-unit flags are OR-ed."""
+        import torch.distributed as dist
+
+        dist.all_reduce(self.zeros)
+        dist.all_reduce(self.count)
+        for flags in (self.ever_nonzero, self.ever_positive):
+            as_int = flags.int()  # no OR for bool tensors in every backend: MAX of 0/1
+            dist.all_reduce(as_int, op=dist.ReduceOp.MAX)
+            flags.copy_(as_int.bool())
 
     def summary(self) -> dict[str, float]:
         return {

@@ -127,12 +127,7 @@ class LMModule(L.LightningModule):
         if dist.is_available() and dist.is_initialized():  # every rank saw its own shard: add them up
             dist.all_reduce(totals)
             for s in stats:
-                dist.all_reduce(s.zeros)
-                dist.all_reduce(s.count)
-                for flags in (s.ever_nonzero, s.ever_positive):
-                    as_int = flags.int()
-                    dist.all_reduce(as_int, op=dist.ReduceOp.MAX)
-                    flags.copy_(as_int.bool())
+                s.all_reduce()
         val_loss = (totals[0] / totals[1].clamp(min=1)).item()
         per_layer = [s.summary() for s in stats]
         mean = {k: sum(layer[k] for layer in per_layer) / len(per_layer) for k in per_layer[0]}

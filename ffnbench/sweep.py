@@ -21,19 +21,17 @@ from rich.console import Console
 from rich.table import Table
 
 from ffnbench.cli import user_errors_exit
-from ffnbench.config import CONF_DIR, compose, compose_many, identity_diff, to_container
-from ffnbench.errors import ConfigError
+from ffnbench.config import CONF_DIR, compose, compose_many, to_container
+from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.records import (
     FINAL_STATUSES,
-    RUN_CONFIG_FILE,
     SWEEP_MANIFEST,
     CorruptRecord,
-    read_json,
     read_result,
     write_json_atomic,
 )
 from ffnbench.sweeper import expand_grids
-from ffnbench.train import CKPT_DIR, LAST_CKPT
+from ffnbench.train import plan_run
 
 MAX_CPU_RUNS = 30  # more runs than this on a CPU needs CONFIRM=1: hours of work deserve a second look
 LAUNCHERS = {
@@ -89,14 +87,14 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
     """Every run of the sweep, its directory, and what rerunning it would do. Composes exactly what
     `python -m ffnbench.train -m experiment=EXP <args>` composes, job by job."""
     check_experiment(experiment)
-    base = [f"experiment={experiment}", *launcher_overrides(launcher)]
+    launcher_args = launcher_overrides(launcher)
+    base = [f"experiment={experiment}", *launcher_args]
     sweep_cfg = compose([*base, *(a for a in args if not _is_sweep(a))], return_hydra_config=True)
     sweeper = sweep_cfg.hydra.sweeper
     params = OmegaConf.to_container(sweeper.params) if sweeper.get("params") else None
     grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
     runs = []
     jobs = expand_grids(params, grids, [f"experiment={experiment}", *args])
-    launcher_args = launcher_overrides(launcher)
     for job, cfg in zip(jobs, compose_many([[*job, *launcher_args] for job in jobs], return_hydra_config=True)):
         run_dir = Path(cfg.hydra.sweep.dir) / str(cfg.hydra.sweep.subdir)
         with open_dict(cfg):
@@ -107,24 +105,17 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
 
 
 def _classify(job: list[str], run_dir: Path, config: dict) -> PlannedRun:
-    saved = run_dir / RUN_CONFIG_FILE
-    if saved.exists():
-        try:
-            diff = identity_diff(read_json(saved), config)
-        except CorruptRecord as e:
-            return PlannedRun(job, run_dir, "conflict", str(e))
-        if diff:
-            keys = ", ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in list(diff.items())[:4])
-            return PlannedRun(job, run_dir, "conflict", f"holds a different config ({keys})")
+    """What the run will do with its directory: the run's own decision (train.plan_run), made ahead of time."""
     try:
-        result = read_result(run_dir)
-    except CorruptRecord:
-        result = None  # the run itself warns and redoes it
-    if result and result.get("status") in FINAL_STATUSES:
-        return PlannedRun(job, run_dir, "skip", result["status"])
-    if (run_dir / CKPT_DIR / LAST_CKPT).exists():
-        return PlannedRun(job, run_dir, "resume")
-    return PlannedRun(job, run_dir, "start", (result or {}).get("status", ""))
+        run = plan_run(run_dir, config)
+    except RunDirError as e:
+        return PlannedRun(job, run_dir, "conflict", str(e))
+    status = (run.previous or {}).get("status", "")
+    if run.action == "skip":
+        return PlannedRun(job, run_dir, "skip", status)
+    if run.action == "resume":
+        return PlannedRun(job, run_dir, "resume", f"from step {run.resumed_from}")
+    return PlannedRun(job, run_dir, "start", status)
 
 
 def _on_cpu(cfg) -> bool:
@@ -137,7 +128,7 @@ def _on_cpu(cfg) -> bool:
 def check_plan(runs: list[PlannedRun], sweep_cfg, launcher: str | None, confirmed: bool) -> None:
     conflicts = [r for r in runs if r.action == "conflict"]
     if conflicts:
-        shown = "\n  ".join(f"{r.run_dir}: {r.note}" for r in conflicts[:5])
+        shown = "\n  ".join(r.note for r in conflicts[:5])  # each note names its directory
         raise ConfigError(
             f"{len(conflicts)} run director{'y' if len(conflicts) == 1 else 'ies'} of this sweep hold runs of a "
             f"different config and would not be reused:\n  {shown}\n"

@@ -5,7 +5,6 @@ attention term), so it is comparable across FFN variants of different cost."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from ffnbench.records import cpu_model, write_json_atomic
+from ffnbench.records import CorruptRecord, cpu_model, read_json, write_json_atomic
 
 # Dense (no sparsity) peak FLOP/s per device: (name substring, bf16, tf32/fp32 used for 32-bit runs).
 # From the vendors' datasheets. Lightning's own table misses some of these (H200, L40S).
@@ -68,8 +67,8 @@ def cpu_peak_flops(cache_dir: Path | None) -> float:
     cached: dict[str, Any] = {}
     if path and path.exists():
         try:
-            cached = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+            cached = read_json(path)
+        except CorruptRecord:
             cached = {}  # a damaged cache is re-measured
     previous = cached.get(key) if isinstance(cached.get(key), int | float) else None
     fresh = measure_cpu_peak_flops(seconds=0.3 if previous else 1.0)
@@ -90,7 +89,8 @@ def peak_flops(accelerator: str, precision: str, configured: float | None, cache
     return cpu_peak_flops(cache_dir), "measured: fp32 matmul probe"
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (a no-op on the CPU): the edge of every timed stretch."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -101,10 +101,11 @@ class ThroughputMonitor(L.Callback):
     each logging window, never per step."""
 
     def __init__(self, tokens_per_step: int, flops_per_token: float, peak: float | None, world_size: int,
-                 skip_steps: int = 5, log_every: int = 10):
+                 skip_steps: int = 5, log_every: int = 10, peak_source: str | None = None):
         self.tokens_per_step = tokens_per_step
         self.flops_per_token = flops_per_token
         self.peak = peak
+        self.peak_source = peak_source  # where the peak came from: the GPU table, the CPU probe, the config
         self.world_size = world_size
         self.skip_steps = skip_steps
         self.log_every = log_every
@@ -116,7 +117,7 @@ class ThroughputMonitor(L.Callback):
         self.end_step = 0
 
     def _now(self, trainer: L.Trainer) -> float:
-        _sync(trainer.strategy.root_device)
+        sync(trainer.strategy.root_device)
         return time.perf_counter()
 
     def on_train_start(self, trainer, pl_module) -> None:
@@ -142,9 +143,13 @@ class ThroughputMonitor(L.Callback):
                 tps = steps * self.tokens_per_step / seconds
                 metrics = {"perf/tokens_per_s": tps}
                 if self.peak:
-                    metrics["perf/mfu"] = tps * self.flops_per_token / (self.peak * self.world_size)
+                    metrics["perf/mfu"] = self.mfu(tps)
                 pl_module.log_dict(metrics, on_step=True, on_epoch=False, rank_zero_only=True)
             self._window = (step, elapsed)
+
+    def mfu(self, tokens_per_s: float) -> float | None:
+        """Model FLOP/s ÷ the peak of all devices (None without a peak)."""
+        return tokens_per_s * self.flops_per_token / (self.peak * self.world_size) if self.peak else None
 
     def measured_seconds(self, trainer: L.Trainer) -> float:
         if self._t is None:
@@ -167,14 +172,15 @@ class ThroughputMonitor(L.Callback):
         steps = self.end_step - (self.start_step or 0)
         if self.start_step is None or steps <= 0 or self.elapsed <= 0:
             return {"tokens_per_s": None, "mfu": None, "measured_steps": 0, "measured_seconds": 0.0,
-                    "peak_flops": self.peak}
+                    "peak_flops": self.peak, "peak_source": self.peak_source}
         tps = steps * self.tokens_per_step / self.elapsed
         return {
             "tokens_per_s": tps,
-            "mfu": tps * self.flops_per_token / (self.peak * self.world_size) if self.peak else None,
+            "mfu": self.mfu(tps),
             "measured_steps": steps,
             "measured_seconds": self.elapsed,
             "skipped_warmup_steps": self.start_step,
             "peak_flops": self.peak,
             "flops_per_token": self.flops_per_token,
+            "peak_source": self.peak_source,
         }

@@ -173,7 +173,8 @@ def global_rank() -> int:
 class RunPlan:
     action: str  # "skip" | "resume" | "fresh"
     ckpt: Path | None = None
-    previous: dict | None = None  # the finished result, when skipping
+    resumed_from: int | None = None  # the checkpoint's step, when resuming
+    previous: dict | None = None  # the result.json found there, if any (the finished one, when skipping)
 
 
 def plan_run(run_dir: Path, config: dict) -> RunPlan:
@@ -210,8 +211,8 @@ def plan_run(run_dir: Path, config: dict) -> RunPlan:
         diff = identity_diff(saved_ckpt.get("ffnbench", {}).get("fingerprint", {}), config)
         if diff:
             raise RunDirError(f"{ckpt} was written by a different config ({', '.join(diff)}); not resuming it")
-        return RunPlan("resume", ckpt=ckpt)
-    return RunPlan("fresh")
+        return RunPlan("resume", ckpt=ckpt, resumed_from=int(saved_ckpt["global_step"]), previous=previous)
+    return RunPlan("fresh", previous=previous)
 
 
 class PeriodicCheckpoint(L.Callback):
@@ -297,15 +298,15 @@ def _tags(config: dict, spec) -> list[str]:
     ]
 
 
-def build_result(status: str, config: dict, run_dir: Path, mcfg, module: LMModule | None, dm, thr, hw: Hardware,
+def build_result(status: str, config: dict, run_dir: Path, mcfg, module: LMModule, dm, thr, hw: Hardware,
                  started: float, tokens_per_step: int, total_steps: int, resumed_from: int | None,
                  error: str | None) -> dict[str, Any]:
     spec = mcfg.ffn
     size = size_ffn(spec, mcfg.d_model)
     params = count_params(mcfg)
     flops = count_flops(mcfg)
-    history = module.val_history if module else []
-    steps = module.global_step if module is not None and module._trainer is not None else 0
+    history = module.val_history
+    steps = module.global_step if module._trainer is not None else 0
     finite = [h for h in history if h["val_loss"] is not None and math.isfinite(h["val_loss"])]
     final = history[-1] if history else None
     best = min(finite, key=lambda h: h["val_loss"]) if finite else None
@@ -323,10 +324,9 @@ def build_result(status: str, config: dict, run_dir: Path, mcfg, module: LMModul
         "params": params.as_dict(),
         "flops": {"per_token_training": flops.training, "per_token_forward": flops.forward,
                   "total_training": flops.training * steps * tokens_per_step},
-        "data": {**(dm.info if dm is not None else {}),
-                 "val_bytes_per_token": getattr(dm, "val_bytes_per_token", None)},
+        "data": {**dm.info, "val_bytes_per_token": getattr(dm, "val_bytes_per_token", None)},
         "metrics": {  # records.METRICS
-            "final_train_loss": module.last_train_loss if module else None,
+            "final_train_loss": module.last_train_loss,
             "final_val_loss": final["val_loss"] if final else None,
             "final_val_bpb": final["val_bpb"] if final else None,
             "best_val_loss": best["val_loss"] if best else None,
@@ -343,7 +343,7 @@ def build_result(status: str, config: dict, run_dir: Path, mcfg, module: LMModul
         "tokens": steps * tokens_per_step,
         "tokens_per_step": tokens_per_step,
         "resumed_from_step": resumed_from,
-        "throughput": thr.summary() if thr is not None else None,
+        "throughput": thr.summary(),
         "wall_time_s": time.time() - started,
         "hardware": {**hardware(hw.accelerator), "devices": hw.devices, "precision": hw.precision,
                      "strategy": hw.strategy},
@@ -381,9 +381,7 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[st
         return plan.previous
     if is_rank_zero:
         write_json_atomic(run_dir / RUN_CONFIG_FILE, config)
-    resumed_from = None
-    if plan.ckpt is not None:
-        resumed_from = int(torch.load(plan.ckpt, map_location="cpu", mmap=True, weights_only=False)["global_step"])
+    resumed_from = plan.resumed_from
 
     processes = hw.devices * _parallel_jobs()
     if hw.accelerator == "cpu" and processes > 1:  # share the cores, not every process on every core
@@ -410,7 +408,7 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[st
         fingerprint=config,
     )
     thr = ThroughputMonitor(tokens_per_step, flops.training, peak, hw.devices * int(t.get("num_nodes", 1)),
-                            log_every=int(t.log_every))
+                            log_every=int(t.log_every), peak_source=peak_source)
     ckpt_cb = PeriodicCheckpoint(run_dir / CKPT_DIR / LAST_CKPT, int(t.ckpt_every), int(t.val_every))
     (run_dir / CKPT_DIR).mkdir(parents=True, exist_ok=True)
 
@@ -468,8 +466,6 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[st
         module.status = status
         result = build_result(status, config, run_dir, mcfg, module, dm, thr, hw, started, tokens_per_step,
                               total_steps, resumed_from, error)
-        if result["throughput"] is not None:
-            result["throughput"]["peak_source"] = peak_source
         if is_rank_zero:
             write_json_atomic(run_dir / RESULT_FILE, result)
             finish_wandb(exit_code, summary=_summary(result))
