@@ -16,7 +16,6 @@ sizes and times), so a second run is served from memmaps without importing `data
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -29,18 +28,27 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import urlparse
 
 import lightning as L
 import numpy as np
 import torch
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ffnbench.cli import user_errors_exit
+from ffnbench.config import to_container
 from ffnbench.errors import ConfigError, DataError, FFNBenchError
-from ffnbench.records import write_json_atomic
-from ffnbench.tokenizer import BPE_FILE, load_tokenizer, token_dtype, tokenizer_id, unreachable, vocab_size_for
+from ffnbench.records import atomic_file, write_json_atomic
+from ffnbench.tokenizer import (
+    BPE_FILE,
+    load_tokenizer,
+    num_threads,
+    token_dtype,
+    tokenizer_id,
+    unreachable,
+    vocab_size_for,
+)
 
 SOURCES = ("shakespeare", "tinystories", "wikitext103", "fineweb_edu", "text_files")
 HUB_SOURCES = ("tinystories", "wikitext103", "fineweb_edu")
@@ -56,14 +64,6 @@ TOKEN_BYTES_FILE = "token_bytes.npy"
 
 
 # ---------------------------------------------------------------------------------------------- config
-
-
-def _plain(data_cfg: Mapping | DictConfig) -> dict:
-    """`cfg.data` as a plain dict, interpolations (cache_dir's ${oc.env:...}) resolved."""
-    if isinstance(data_cfg, DictConfig):
-        return OmegaConf.to_container(data_cfg, resolve=True, throw_on_missing=False)  # type: ignore[return-value]
-    return {k: OmegaConf.to_container(v, resolve=True) if isinstance(v, DictConfig | ListConfig) else v
-            for k, v in data_cfg.items()}
 
 
 def _positive_int(cfg: Mapping, key: str, optional: bool = False) -> None:
@@ -82,10 +82,10 @@ def check_config(cfg: Mapping, seq_len: int) -> None:
     if source not in SOURCES:
         raise ConfigError(f"data.source: unknown source {source!r}; known sources: {', '.join(SOURCES)}")
     vocab_size_for(cfg)
+    num_threads(cfg)
     for key in ("batch_size", "val_tokens"):
         _positive_int(cfg, key)
-    for key in ("max_docs", "num_proc"):
-        _positive_int(cfg, key, optional=True)
+    _positive_int(cfg, "max_docs", optional=True)
     fraction = cfg.get("val_fraction")
     if not isinstance(fraction, int | float) or not 0 < fraction < 1:
         raise ConfigError(f"data.val_fraction: expected a number between 0 and 1, got {fraction!r}")
@@ -120,19 +120,6 @@ def _file_digest(path: Path) -> str:
         return hashlib.file_digest(f, lambda: hashlib.blake2b(digest_size=16)).hexdigest()
 
 
-@contextlib.contextmanager
-def _atomic(path: Path) -> Iterator[BinaryIO]:
-    """Write `path` through a temporary file that replaces it only when complete: a crash never leaves half a
-    file under the real name."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            yield f
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def _existing_path(cfg: Mapping) -> Path:
     path = Path(str(cfg["path"])).expanduser()
     if not path.exists():
@@ -155,7 +142,7 @@ def _files_under(root: Path, suffixes: tuple[str, ...] | None = None) -> list[tu
 
 def _files_signature(root: Path) -> list[tuple[str, int, int]]:
     """(relative path, size, mtime) of every file under `root`: a cheap key that changes when they do."""
-    return [(rel, p.stat().st_size, p.stat().st_mtime_ns) for rel, p in _files_under(root)]
+    return [(rel, (st := p.stat()).st_size, st.st_mtime_ns) for rel, p in _files_under(root)]
 
 
 # ---------------------------------------------------------------------------------------------- the corpus key
@@ -455,9 +442,10 @@ def load_corpus(cfg: Mapping) -> Corpus:
     if not any(len(ds) for ds, _ in docs.values()):
         raise DataError(f"data={cfg['source']}: the corpus is empty (no document has any text)")
     if "val" in docs:
-        split_rule = "the source's own splits"
+        split_rule, held_out = "the source's own splits", {}
     else:
         split_rule = "lowest sha1(document id) first, until val_fraction of the characters are held out"
+        held_out = {"val_fraction": cfg["val_fraction"]}
         ds, index = docs["train"]
         is_val = split_by_hash(index.id_sha1s, index.n_chars, cfg["val_fraction"])
         docs = {name: (ds.select(rows), index.subset(rows))
@@ -467,9 +455,7 @@ def load_corpus(cfg: Mapping) -> Corpus:
             raise DataError(f"data={cfg['source']}: the {name} split has no document with text")
     record = {"source": cfg["source"], "key": corpus_key(cfg), "content_hash": content_hash,
               "split_rule": split_rule, "splits": {name: index.record() for name, (_, index) in docs.items()},
-              "dropped_empty_docs": dropped, "created": time.time()}
-    if _uses_split_rule(cfg):
-        record["val_fraction"] = cfg["val_fraction"]
+              "dropped_empty_docs": dropped, "created": time.time(), **held_out}
     return Corpus({name: ds for name, (ds, _) in docs.items()}, record)
 
 
@@ -496,7 +482,7 @@ def _tokenize_split(ds: Any, tok: Any, path: Path, dtype: np.dtype) -> dict:
     and stream the ids to `path`. Returns the split's meta."""
     hasher = hashlib.blake2b(digest_size=16)
     n_tokens = n_bytes = 0
-    with _atomic(path) as f:
+    with atomic_file(path) as f:
         for texts in _text_batches(ds):
             ids = np.concatenate(tok.encode_batch(texts))
             if ids.size and ids.max() >= tok.vocab_size:  # would wrap around silently in the cast below
@@ -555,7 +541,7 @@ def _build(cfg: Mapping, cdir: Path, tok_dir: Path) -> dict[str, dict]:
                                                 for t in texts))
     corpus = corpus_once()
     write_json_atomic(cdir / "corpus.json", corpus.record)
-    with _atomic(tok_dir / TOKEN_BYTES_FILE) as f:
+    with atomic_file(tok_dir / TOKEN_BYTES_FILE) as f:
         np.save(f, tok.token_byte_lengths())
     for split in SPLITS:  # a new .bin must never pair up with an old meta, even if this build dies half-way
         (tok_dir / f"{split}.json").unlink(missing_ok=True)
@@ -686,7 +672,7 @@ class LMDataModule(L.LightningDataModule):
 
     def __init__(self, data_cfg: Mapping | DictConfig, seq_len: int, seed: int):
         super().__init__()
-        self.cfg = _plain(data_cfg)
+        self.cfg = to_container(data_cfg)
         check_config(self.cfg, seq_len)
         self.seq_len, self.seed = int(seq_len), int(seed)
         self.vocab_size = vocab_size_for(self.cfg)

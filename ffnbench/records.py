@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import platform
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 RESULT_FILE = "result.json"
 RUN_CONFIG_FILE = "run_config.json"
@@ -33,23 +35,30 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write to a temporary file in the same directory, fsync, then rename over the target: a reader (or a
-    crash) sees the old file or the new one, never half of one."""
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """Open `path` for writing (binary) through a temporary file in the same directory that is fsynced and
+    renamed over the target only when the block completes: a reader (or a crash) sees the old file or the new
+    one, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, 0o644)  # mkstemp makes it private; records are meant to be shared
-        with os.fdopen(fd, "w") as f:
-            json.dump(json_safe(data), f, indent=2, sort_keys=False, allow_nan=False)
-            f.write("\n")
+        os.fchmod(fd, 0o644)  # mkstemp makes it private; records and caches are meant to be shared
+        with os.fdopen(fd, "wb") as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    finally:
+        Path(tmp).unlink(missing_ok=True)  # gone already once renamed
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """`data` as indented JSON (NaN/inf as null), written with `atomic_file`."""
+    text = json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n"
+    with atomic_file(path) as f:
+        f.write(text.encode())
 
 
 class CorruptRecord(Exception):

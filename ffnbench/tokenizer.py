@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ffnbench.errors import ConfigError, DataError
+from ffnbench.records import atomic_file
 
 TOKENIZERS = ("byte", "bpe", "gpt2")
 GPT2_VOCAB_SIZE = 50257
@@ -120,9 +121,8 @@ class BPETokenizer:
         return cls(HFTokenizer.from_file(str(path)), vocab_size)
 
     def save(self, path: Path) -> None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(self._tok.to_str())
-        os.replace(tmp, path)
+        with atomic_file(path) as f:
+            f.write(self._tok.to_str().encode())
 
     def encode_batch(self, texts: Sequence[str]) -> list[np.ndarray]:
         encode = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)  # _fast skips the offsets
