@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ffnbench import stats
-from ffnbench.accounting import bytes_of, count_params, ffn_forward_flops
+from ffnbench.accounting import ParamBreakdown, bytes_of, count_params, ffn_forward_flops
 from ffnbench.ffn import FeedForward, FFNSpec, size_ffn
 from ffnbench.params import DOC_SEQ_LEN, reference_models
 from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Paired, Summary, Verdict
@@ -209,6 +209,17 @@ class Comparison:
     def where(self) -> str:
         return f"{describe_key(self.key)}, {self.lr}"
 
+    @cached_property
+    def seed_diffs(self) -> dict[int, float]:
+        """b − a per seed that both sides ran."""
+        a, b = by_seed(self.a_runs), by_seed(self.b_runs)
+        return {s: b[s] - a[s] for s in set(a) & set(b)}
+
+    def verdict(self, rule: Callable[[Paired], Verdict] = stats.verdict_better) -> Verdict:
+        """`rule` applied to b − a, once the budgets are known to be matched (inconclusive otherwise)."""
+        problem = self.budget_problem()
+        return Verdict(INCONCLUSIVE, problem) if problem else rule(self.diff)
+
     def budget_problem(self) -> str | None:
         """A matched comparison is only as good as its match (DESIGN §3)."""
         for r in (*self.a_runs, *self.b_runs):
@@ -216,6 +227,14 @@ class Comparison:
                 return (f"budget not matched: {r.label} (d_ff {r.d_ff}) misses its budget by "
                         f"{r.budget_mismatch:+.2%}, beyond ffn.max_mismatch={r.max_mismatch:g}")
         return None
+
+
+def group_by(runs: Iterable[Run], key: Callable[[Run], Any]) -> dict[Any, list[Run]]:
+    """The runs by key(run), keys in order of first appearance."""
+    out: dict[Any, list[Run]] = defaultdict(list)
+    for r in runs:
+        out[key(r)].append(r)
+    return out
 
 
 def best_lr(runs: list[Run]) -> float:
@@ -230,11 +249,8 @@ def compare_sides(runs: Iterable[Run], a: Callable[[Run], bool], b: Callable[[Ru
     """One comparison per setting (key) and lr where both sides have usable runs; and where both sides ran at
     two or more lrs, one more with each side at its own best lr, so that neither is judged at an lr that
     happens to suit the other."""
-    groups: dict[Hashable, list[Run]] = defaultdict(list)
-    for r in runs:
-        k = key(r)
-        if k is not None and (a(r) or b(r)):
-            groups[k].append(r)
+    groups = group_by((r for r in runs if a(r) or b(r)), key)
+    groups.pop(None, None)  # runs outside every setting of this comparison
     out = []
     for k, group in groups.items():
         side_a, side_b = [r for r in group if a(r)], [r for r in group if b(r)]
@@ -280,10 +296,9 @@ def fmt_interval(x: Paired | Summary, unit: str = "nats", digits: int = 4, signe
     if x.n == 0 or x.mean is None:
         return na(0)
     sign = "+" if signed else ""
-    text = f"{x.mean:{sign}.{digits}f} {unit}".rstrip()
+    text = f"{x.mean:{sign}.{digits}f} {unit}".rstrip() + f", 95% CI {fmt_ci(x, digits, signed)}"
     if not x.has_ci:
-        return f"{text}, 95% CI {na(x.n)}"
-    text += f", 95% CI [{x.ci_low:{sign}.{digits}f}, {x.ci_high:{sign}.{digits}f}]"
+        return text
     if isinstance(x, Paired) and x.p_value is not None:
         text += f", p {'' if x.p_value < 1e-4 else '= '}{fmt_p(x.p_value)}"
         text += " (Welch, unpaired)" if x.method == "welch" else ""
@@ -296,8 +311,9 @@ def fmt_mean_std(s: Summary, digits: int = 4) -> str:
     return f"{s.mean:.{digits}f} ± {s.std:.{digits}f}" if s.std is not None else f"{s.mean:.{digits}f} ± n/a"
 
 
-def fmt_ci(s: Summary, digits: int = 4) -> str:
-    return f"[{s.ci_low:.{digits}f}, {s.ci_high:.{digits}f}]" if s.has_ci else na(s.n)
+def fmt_ci(s: Summary | Paired, digits: int = 4, signed: bool = False) -> str:
+    sign = "+" if signed else ""
+    return f"[{s.ci_low:{sign}.{digits}f}, {s.ci_high:{sign}.{digits}f}]" if s.has_ci else na(s.n)
 
 
 def comparison_line(c: Comparison, what: str, deciding: bool = False) -> str:
@@ -396,8 +412,7 @@ def _comparison_claim(ctx: Context, a: str, b: str, what: str, key=matched_key) 
     ev = Evidence()
     if best is None:
         return ev, None
-    problem = best.budget_problem()
-    ev.parts.append((what, Verdict(INCONCLUSIVE, problem) if problem else stats.verdict_better(best.diff)))
+    ev.parts.append((what, best.verdict()))
     ev.effect = f"{what} = {fmt_interval(best.diff)}"
     ev.n = best.diff.n
     ev.details = [comparison_line(c, what, c is best) for c in comps]
@@ -503,7 +518,7 @@ def c2(ctx: Context) -> Evidence:
     d = 768
     swiglu = size_ffn(FFNSpec("swiglu", budget=4), d)
     ungated = size_ffn(FFNSpec("gelu", width=4), d)
-    llama = next(m for m in reference_models() if m.name == "LLaMA-7B")
+    llama = _refs()["LLaMA-7B"]
     lsize = size_ffn(llama.cfg.ffn, llama.cfg.d_model)
     equal = swiglu.params == ungated.params == 8 * d * d
     llama_ok = lsize.d_ff == 11008 and f"{lsize.nominal_d_ff:.2f}" == "10922.67"
@@ -586,9 +601,7 @@ def c8(ctx: Context) -> Evidence:
     deciding = []
     for depth in depths:
         best = primary([c for c in comps if dict(c.key[0])["model.n_layer"] == depth], ctx.base_setting)
-        problem = best.budget_problem()
-        ev.parts.append((f"swish beats relu at {depth} layers",
-                         Verdict(INCONCLUSIVE, problem) if problem else stats.verdict_better(best.diff)))
+        ev.parts.append((f"swish beats relu at {depth} layers", best.verdict()))
         ev.n = _min_n(ev.n, best.diff.n)
         deciding.append(best)
         ev.effect += f"{'; ' if ev.effect else f'{what}: '}{depth} layers {fmt_interval(best.diff)}"
@@ -602,7 +615,7 @@ def c8(ctx: Context) -> Evidence:
         ev.parts.append(("more so in deeper networks",
                          Verdict(INCONCLUSIVE, "no pair of depths with otherwise equal settings")))
         return ev
-    d_s, d_d = _seed_diffs(shallow), _seed_diffs(deep)
+    d_s, d_d = shallow.seed_diffs, deep.seed_diffs
     interaction = stats.one_sample({s: d_d[s] - d_s[s] for s in set(d_s) & set(d_d)})
     ev.parts.append((f"advantage larger at {depths[-1]} than at {depths[0]} layers", stats.verdict_better(interaction)))
     ev.n = _min_n(ev.n, interaction.n)
@@ -610,11 +623,6 @@ def c8(ctx: Context) -> Evidence:
     ev.details.append(f"- depth interaction: [loss(relu) − loss(swish)] at {depths[-1]} layers minus at {depths[0]} "
                       f"layers = {fmt_interval(interaction)} (n = {interaction.n})")
     return ev
-
-
-def _seed_diffs(c: Comparison) -> dict[int, float]:
-    a, b = by_seed(c.a_runs), by_seed(c.b_runs)
-    return {s: b[s] - a[s] for s in set(a) & set(b)}
 
 
 def _depth_pair(comps: list[Comparison], shallow: int, deep: int) -> tuple[Comparison | None, Comparison | None]:
@@ -627,7 +635,7 @@ def _depth_pair(comps: list[Comparison], shallow: int, deep: int) -> tuple[Compa
              and rest(s) == rest(d)]
     if not pairs:
         return None, None
-    return max(pairs, key=lambda p: len(set(_seed_diffs(p[0])) & set(_seed_diffs(p[1]))))
+    return max(pairs, key=lambda p: len(set(p[0].seed_diffs) & set(p[1].seed_diffs)))
 
 
 def c13(ctx: Context) -> Evidence:
@@ -723,9 +731,7 @@ def c6(ctx: Context) -> Evidence:
     relu = [r for r in ctx.runs if r.act == "relu"]
     if not relu:
         return ev
-    groups: dict[tuple, list[Run]] = defaultdict(list)
-    for r in relu:
-        groups[matched_key(r)].append(r)
+    groups = group_by(relu, matched_key)
     key = min(groups, key=lambda k: (-len({r.lr for r in groups[k]}), -len(groups[k]), str(k)))
     lrs = sorted({r.lr for r in groups[key]})
     ev.details = _sparsity_table(ctx, key)
@@ -785,9 +791,8 @@ def c7(ctx: Context) -> Evidence:
     for act in sorted({dict(c.key[1:])["act"] for c in comps}):
         mine = [c for c in comps if dict(c.key[1:])["act"] == act]
         best = primary(mine, ctx.base_setting)
-        problem = best.budget_problem()
         ev.parts.append((f"{act}: dropping biases costs < {BIAS_MARGIN:g} nats",
-                         Verdict(INCONCLUSIVE, problem) if problem else stats.verdict_below(best.diff, BIAS_MARGIN)))
+                         best.verdict(lambda d: stats.verdict_below(d, BIAS_MARGIN))))
         ev.n = _min_n(ev.n, best.diff.n)
         ev.effect += f"{'; ' if ev.effect else ''}{act}: loss(no bias) − loss(bias) = {fmt_interval(best.diff)}"
         ev.details += [comparison_line(c, f"{act}: loss(no bias) − loss(bias)", c is best) for c in mine]
@@ -863,8 +868,12 @@ def _refs() -> dict[str, Any]:
     return {m.name: m for m in reference_models()}
 
 
+def _ref_params() -> dict[str, ParamBreakdown]:
+    return {name: count_params(m.cfg) for name, m in _refs().items()}
+
+
 def c10(ctx: Context) -> Evidence:
-    refs = {name: count_params(m.cfg) for name, m in _refs().items()}
+    refs = _ref_params()
     shares = {name: p.ffn_share for name, p in refs.items()}
     bert = refs["BERT-base"]
     share_ok = all(abs(s - 2 / 3) < 0.01 for s in shares.values())
@@ -918,7 +927,7 @@ def c11(ctx: Context) -> Evidence:
 
 
 def c12(ctx: Context) -> Evidence:
-    refs = {name: count_params(m.cfg) for name, m in _refs().items()}
+    refs = _ref_params()
     bert = refs["BERT-base"]
     checks = [
         ("BERT-base 4.7M/layer", round(bert.ffn_per_layer / 1e6, 1) == 4.7, f"{bert.ffn_per_layer:,}"),

@@ -32,7 +32,7 @@ from ffnbench.claims import (
     fmt_ci,
     fmt_mean_std,
     fmt_p,
-    na,
+    group_by,
     stat_of,
     summary_of,
 )
@@ -48,12 +48,14 @@ from ffnbench.records import (
     STATUSES,
     SWEEP_MANIFEST,
     CorruptRecord,
+    atomic_file,
     ffn_record,
     json_safe,
     model_record,
     read_json,
     read_result,
     summary_key,
+    write_json_atomic,
 )
 
 REPORT_FILE = "REPORT.md"
@@ -243,9 +245,10 @@ def drop_duplicates(runs: list[Run]) -> tuple[list[Run], list[Unused]]:
     kept: dict[str, Run] = {}
     dropped = []
     for r in sorted(runs, key=lambda r: (r.status != "finished", r.name)):
-        other = kept.get(_identity(r))
+        identity = _identity(r)
+        other = kept.get(identity)
         if other is None:
-            kept[_identity(r)] = r
+            kept[identity] = r
             continue
         diff = identity_diff(other.record["config"], r.record["config"], (*NON_IDENTITY_KEYS, "name"))
         if diff:
@@ -274,13 +277,6 @@ _ACT_ORDER = {name: i for i, name in enumerate(VARIANTS)}
 
 def variant_order(r: Run) -> tuple:
     return (_ACT_ORDER.get(r.act.split("-")[0], 99), r.act, r.sizing, r.ratio, r.bias, r.multiple_of, r.label)
-
-
-def group_by(runs: Iterable[Run], key: Callable[[Run], Any]) -> dict[Any, list[Run]]:
-    out: dict[Any, list[Run]] = defaultdict(list)
-    for r in runs:
-        out[key(r)].append(r)
-    return out
 
 
 def tables_by_setting(runs: list[Run]) -> list[tuple[tuple, float, dict[str, list[Run]]]]:
@@ -341,7 +337,7 @@ def paired_rows(variants: dict[str, list[Run]], ref: str) -> tuple[list[list[Any
         diffs.append(d)
         mde = stats.minimal_detectable_effect(d.std, d.n) if d.std is not None and d.method == "paired" else None
         need = stats.seeds_needed(d.std, RESOLVE_EFFECT) if d.std is not None and d.method == "paired" else None
-        rows.append([label, _fmt(d.mean, "+.4f"), f"[{d.ci_low:+.4f}, {d.ci_high:+.4f}]" if d.has_ci else na(d.n),
+        rows.append([label, _fmt(d.mean, "+.4f"), fmt_ci(d, signed=True),
                      fmt_p(d.p_value), f"{d.n}{' (Welch)' if d.method == 'welch' else ''}",
                      _fmt(d.std, ".4f"), _fmt(mde, ".4f"), need if need is not None else "n/a"])
     return rows, diffs
@@ -715,11 +711,10 @@ def slim(record: dict) -> dict:
 
 
 def write_results(runs: list[Run], path: Path) -> None:
-    tmp = path.with_suffix(".jsonl.tmp")
-    with tmp.open("w") as f:
+    with atomic_file(path) as f:
         for r in sorted(runs, key=lambda r: r.name):
-            f.write(json.dumps(json_safe(slim(r.record)), allow_nan=False) + "\n")  # NaN → null, as result.json
-    os.replace(tmp, path)
+            # NaN → null, as result.json
+            f.write((json.dumps(json_safe(slim(r.record)), allow_nan=False) + "\n").encode())
 
 
 def render(loaded: Loaded, results: list[ClaimResult], figures: list[tuple[str, str]], source_arg: str,
@@ -747,11 +742,10 @@ def build(loaded: Loaded, out_dir: Path, source_arg: str,
     figures = draw_figures(loaded.runs, out_dir / FIGURES_DIR)
     write_results(loaded.runs, out_dir / RESULTS_FILE)
     if loaded.manifest and not (out_dir / SWEEP_MANIFEST).exists():  # a published copy keeps its sweep's command
-        (out_dir / SWEEP_MANIFEST).write_text(json.dumps(loaded.manifest, indent=2) + "\n")
+        write_json_atomic(out_dir / SWEEP_MANIFEST, loaded.manifest)
     path = out_dir / REPORT_FILE
-    tmp = path.with_suffix(".md.tmp")
-    tmp.write_text(render(loaded, results, figures, source_arg, out_dir))
-    os.replace(tmp, path)
+    with atomic_file(path) as f:
+        f.write(render(loaded, results, figures, source_arg, out_dir).encode())
     return path, results
 
 
@@ -772,10 +766,7 @@ def latest_sweep(root: Path = RUNS_ROOT) -> Path:
                             "`make sweep`, or name a sweep directory: `make report SWEEP=<dir>`")
 
     def started(p: Path) -> tuple:
-        try:
-            return (str(read_json(p).get("started_at") or ""), p.stat().st_mtime)
-        except CorruptRecord:
-            return ("", p.stat().st_mtime)
+        return (str((_read_manifest(p.parent) or {}).get("started_at") or ""), p.stat().st_mtime)
 
     return max(manifests, key=started).parent
 
