@@ -27,6 +27,14 @@ from ffnbench.accounting import count_flops, count_params
 from ffnbench.config import identity_diff, model_config, to_container
 from ffnbench.errors import ConfigError, FFNBenchError, RunDirError
 from ffnbench.ffn import size_ffn
+from ffnbench.hardware import (
+    GpuLease,
+    Hardware,
+    global_rank,
+    parallel_jobs,
+    patch_ddp_child_command,
+    resolve_hardware,
+)
 from ffnbench.loggers import RunCSVLogger, finish_wandb, make_wandb_logger
 from ffnbench.module import LMModule
 from ffnbench.records import (
@@ -80,90 +88,6 @@ def resolve_run_dir(cfg: DictConfig) -> Path:
     if HydraConfig.initialized():
         return Path(HydraConfig.get().runtime.output_dir).resolve()
     raise ConfigError("run_dir: not set; pass run_dir=<dir> when calling train() outside the Hydra entry point")
-
-
-@dataclass(frozen=True)
-class Hardware:
-    accelerator: str  # cpu | gpu
-    devices: int
-    precision: str
-    strategy: str
-
-
-def resolve_hardware(t: DictConfig | dict) -> Hardware:
-    accelerator = t.get("accelerator", "auto")
-    if accelerator not in ("auto", "cpu", "gpu", "cuda"):
-        raise ConfigError(f"trainer.accelerator: expected auto, cpu or gpu, got {accelerator!r}")
-    cuda = torch.cuda.is_available()
-    if accelerator == "auto":
-        accelerator = "gpu" if cuda else "cpu"
-    accelerator = "gpu" if accelerator == "cuda" else accelerator
-    if accelerator == "gpu" and not cuda:
-        raise ConfigError("trainer.accelerator=gpu: no CUDA GPU is visible here; use trainer=cpu or trainer=auto")
-    devices = t.get("devices", 1)
-    if not isinstance(devices, int) or devices < 1:
-        raise ConfigError(f"trainer.devices: must be a positive integer, got {devices!r}")
-    available = torch.cuda.device_count() if accelerator == "gpu" else (os.cpu_count() or 1)
-    if devices > available:
-        what = "GPUs" if accelerator == "gpu" else "CPU cores (one process per device)"
-        raise ConfigError(f"trainer.devices={devices}: only {available} {what} available here")
-    precision = t.get("precision", "auto")
-    if precision == "auto":
-        if accelerator == "gpu":
-            precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
-        else:
-            precision = "32-true"
-    strategy = t.get("strategy", "auto")
-    if strategy == "auto" and devices > 1:
-        strategy = "ddp"
-    return Hardware(accelerator, devices, str(precision), str(strategy))
-
-
-class GpuLease:
-    """One GPU per run when a sweep runs several runs at once on one node (the joblib launcher): each run
-    takes an exclusive lock on a GPU that no other ffnbench run on this machine holds. The lock goes with
-    the run's end, or with its process if it dies. Hydra does not do this for you."""
-
-    def __init__(self, n_gpus: int, lock_dir: Path | None = None, poll_s: float = 5.0):
-        import fcntl
-
-        lock_dir = lock_dir or Path(os.environ.get("TMPDIR", "/tmp")) / f"ffnbench-gpu-locks-{os.getuid()}"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        while True:
-            for index in range(n_gpus):
-                handle = open(lock_dir / f"gpu{index}.lock", "w")  # noqa: SIM115 - held for the run
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    handle.close()
-                    continue
-                self.index, self._handle = index, handle
-                return
-            time.sleep(poll_s)  # every GPU is busy: wait for a run to end
-
-    def release(self) -> None:
-        self._handle.close()
-
-
-def _parallel_jobs() -> int:
-    """How many runs the launcher runs at once on this machine (1 unless a joblib sweep)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return 1
-    launcher = HydraConfig.get().launcher
-    if "joblib" not in str(launcher.get("_target_", "")):
-        return 1
-    n_jobs = int(launcher.get("n_jobs") or -1)
-    return (os.cpu_count() or 1) if n_jobs < 1 else n_jobs
-
-
-def local_rank() -> int:
-    return int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", 0)))
-
-
-def global_rank() -> int:
-    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", local_rank())))
 
 
 # ---- the run directory ---------------------------------------------------------------------------------
@@ -383,7 +307,7 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[st
         write_json_atomic(run_dir / RUN_CONFIG_FILE, config)
     resumed_from = plan.resumed_from
 
-    processes = hw.devices * _parallel_jobs()
+    processes = hw.devices * parallel_jobs()
     if hw.accelerator == "cpu" and processes > 1:  # share the cores, not every process on every core
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
     devices: int | list[int] = hw.devices
@@ -420,7 +344,7 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[st
         loggers.append(make_wandb_logger(to_container(lcfg.wandb), run_dir, str(cfg.name), run_dir.name,
                                          _tags(config, mcfg.ffn), config))
 
-    _patch_ddp_child_command()
+    patch_ddp_child_command()
     trainer = L.Trainer(
         accelerator=hw.accelerator,
         devices=devices,
@@ -496,25 +420,6 @@ def _summary(result: dict) -> dict[str, Any]:
 
 def _cache_dir(cfg: DictConfig) -> Path:
     return Path(str(cfg.data.cache_dir)).expanduser()
-
-
-def _patch_ddp_child_command() -> None:
-    """Lightning relaunches `sys.argv` for each extra DDP process. Under a Hydra sweep that would rerun the
-    whole sweep; relaunch this job alone instead: `python -m ffnbench.train <this job's overrides>` in its
-    own run directory."""
-    from lightning.fabric.strategies.launchers import subprocess_script
-
-    def command(local_rank: int) -> tuple[list[str], str]:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.utils import get_original_cwd
-
-        hc = HydraConfig.get()
-        cmd = [sys.executable, "-m", "ffnbench.train", *hc.overrides.task,
-               f'hydra.run.dir="{hc.runtime.output_dir}"', f"hydra.job.name=train_ddp_process_{local_rank}",
-               "hydra.output_subdir=null"]
-        return cmd, get_original_cwd()
-
-    subprocess_script._hydra_subprocess_cmd = command
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")

@@ -1,0 +1,146 @@
+"""RunResult: the one type of a run's record. It is the only writer and reader of `<run_dir>/result.json`,
+of the lines of a published `results.jsonl`, and of records rebuilt from a W&B run; the sweep planner, the
+claims and the report read it and nothing else.
+
+The blocks inside (ffn, model, params, metrics, ...) stay plain JSON objects: their keys are documented
+below and in the README, and a record written by an older ffnbench of the same schema still loads."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ffnbench.records import CorruptRecord, json_safe, read_json, write_json_atomic
+
+SCHEMA = 1  # bump when a field changes meaning; from_json refuses records from a newer ffnbench
+RESULT_FILE = "result.json"
+STATUSES = ("finished", "diverged", "failed", "running")
+FINAL_STATUSES = ("finished", "diverged")  # a rerun of the same config would only repeat these
+METRICS = ("final_train_loss", "final_val_loss", "final_val_bpb", "best_val_loss", "best_val_bpb", "init_val_loss")
+LOCAL_FIELDS = ("run_dir", "resumed_from_step")  # machine- or history-local: left out of a published results.jsonl
+
+
+def summary_key(metric: str) -> str:
+    """The wandb summary key of a result.json metric: final_val_loss -> final/val_loss."""
+    return f"final/{metric.removeprefix('final_')}"
+
+
+@dataclass
+class RunResult:
+    """One run, as result.json holds it. Field order is the file's key order."""
+
+    status: str  # finished | diverged | failed | running
+    schema: int = SCHEMA
+    error: str | None = None  # why it failed or diverged
+    name: str | None = None  # the experiment (sweep) name
+    run_name: str | None = None  # the run directory's name: <ffn label>[-<overrides>]-s<seed>
+    run_dir: str | None = None
+    seed: int | None = None
+    config: dict = field(default_factory=dict)  # the resolved Hydra config
+    ffn: dict = field(default_factory=dict)  # records.ffn_record: spec and sizes
+    model: dict = field(default_factory=dict)  # records.model_record
+    params: dict = field(default_factory=dict)  # accounting.ParamBreakdown.as_dict
+    flops: dict = field(default_factory=dict)  # per_token_training, per_token_forward, total_training
+    data: dict = field(default_factory=dict)  # the corpus, tokenizer, split sizes, val bytes per token
+    metrics: dict = field(default_factory=dict)  # METRICS, nats/token and bits/byte
+    ffn_stats: dict = field(default_factory=dict)  # {"init": ActivationStats record | None, "final": ...}
+    curve: list = field(default_factory=list)  # [{step, tokens, val_loss, val_bpb}, ...]
+    steps: int | None = None
+    total_steps: int | None = None
+    tokens: int | None = None
+    tokens_per_step: int | None = None
+    resumed_from_step: int | None = None
+    throughput: dict = field(default_factory=dict)  # throughput.ThroughputMonitor.summary
+    wall_time_s: float | None = None
+    hardware: dict = field(default_factory=dict)  # records.hardware + devices, precision, strategy
+    versions: dict = field(default_factory=dict)
+    git: dict = field(default_factory=dict)
+    finished_at: str | None = None
+
+    # ---- (de)serialisation ------------------------------------------------------------------------------
+
+    def to_json(self, portable: bool = False) -> dict[str, Any]:
+        """The record as JSON data (NaN/inf as null). `portable` leaves out the machine-local fields: that is a
+        line of a published results.jsonl."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data = {"schema": data.pop("schema"), **data}  # the schema leads the file
+        if portable:
+            for key in LOCAL_FIELDS:
+                data.pop(key)
+        return json_safe(data)
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "record") -> RunResult:
+        """A record from JSON data; CorruptRecord when it is not one. Missing blocks load as empty (a record
+        rebuilt from W&B lacks some); unknown keys are ignored."""
+        if not isinstance(data, dict):
+            raise CorruptRecord(f"{where}: expected a JSON object, found {type(data).__name__}")
+        if data.get("status") not in STATUSES:
+            raise CorruptRecord(f"{where}: no valid 'status' (got {data.get('status')!r})")
+        schema = data.get("schema", SCHEMA)
+        if not isinstance(schema, int) or schema > SCHEMA:
+            raise CorruptRecord(f"{where}: schema {schema!r} is newer than this ffnbench reads ({SCHEMA}); "
+                                "update ffnbench")
+        known = {f.name: f for f in fields(cls)}
+        kwargs = {}
+        for key, value in data.items():
+            if key not in known:
+                continue
+            if value is None and isinstance(known[key].default_factory, type):  # a null block loads as empty
+                continue
+            kwargs[key] = value
+        return cls(**kwargs)
+
+    @classmethod
+    def read(cls, run_dir: Path) -> RunResult | None:
+        """The run's result.json, None if there is none; CorruptRecord if it cannot be used."""
+        path = Path(run_dir) / RESULT_FILE
+        if not path.exists():
+            return None
+        return cls.from_json(read_json(path), str(path))
+
+    def write(self, run_dir: Path) -> Path:
+        """Atomically: a reader sees the old record or the new one, never half of one."""
+        path = Path(run_dir) / RESULT_FILE
+        write_json_atomic(path, self.to_json())
+        return path
+
+    def jsonl_line(self) -> str:
+        """This record as one line of a published results.jsonl."""
+        return json.dumps(self.to_json(portable=True), allow_nan=False) + "\n"
+
+    def replace(self, **changes: Any) -> RunResult:
+        return dataclasses.replace(self, **changes)
+
+    # ---- what readers ask of it ------------------------------------------------------------------------
+
+    @property
+    def final(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    def metric(self, name: str) -> float | None:
+        """A metric as a finite float, None when missing or non-finite."""
+        value = (self.metrics or {}).get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+        return None
+
+    def wandb_summary(self) -> dict[str, Any]:
+        """What the run's W&B summary holds (from_wandb reads the same keys back)."""
+        thr = self.throughput or {}
+        stats = (self.ffn_stats or {}).get("final") or {}
+        return {
+            **{summary_key(k): v for k, v in (self.metrics or {}).items()},
+            "status": self.status,
+            "tokens": self.tokens,
+            "params/total": (self.params or {}).get("total"),
+            "params/ffn_per_layer": (self.ffn or {}).get("params_per_layer"),
+            "ffn/d_ff": (self.ffn or {}).get("d_ff"),
+            "perf/tokens_per_s": thr.get("tokens_per_s"),
+            "perf/mfu": thr.get("mfu"),
+            **{f"final/ffn_{k}": v for k, v in (stats.get("mean") or {}).items()},
+        }
