@@ -6,7 +6,6 @@ checkpoints/last.ckpt and Hydra's .hydra/."""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -24,6 +23,7 @@ import torch
 from omegaconf import DictConfig
 
 from ffnbench.accounting import count_flops, count_params
+from ffnbench.callbacks import LAST_CKPT, PeriodicCheckpoint, StepTimes
 from ffnbench.config import identity_diff, model_config, to_container
 from ffnbench.errors import ConfigError, FFNBenchError, RunDirError
 from ffnbench.ffn import size_ffn
@@ -74,7 +74,6 @@ warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*
 warnings.filterwarnings("ignore", message=r"`training_step` returned `None`")
 # Validation metrics are all-reduced by the module itself (module.py), so Lightning's advice does not apply.
 warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('(val|ffn)/")
-LAST_CKPT = "last.ckpt"
 
 
 # ---- where and on what ---------------------------------------------------------------------------------
@@ -137,76 +136,6 @@ def plan_run(run_dir: Path, config: dict) -> RunPlan:
             raise RunDirError(f"{ckpt} was written by a different config ({', '.join(diff)}); not resuming it")
         return RunPlan("resume", ckpt=ckpt, resumed_from=int(saved_ckpt["global_step"]), previous=previous)
     return RunPlan("fresh", previous=previous)
-
-
-class PeriodicCheckpoint(L.Callback):
-    """checkpoints/last.ckpt every `every` steps and at the end, written atomically (a kill mid-write leaves
-    the previous checkpoint intact); also written when the run is interrupted with Ctrl-C. On a step that
-    also validates, it is written after the validation, so the checkpoint holds that step's record."""
-
-    def __init__(self, path: Path, every: int, val_every: int):
-        self.path = path
-        self.every = max(1, int(every))
-        self.val_every = max(1, int(val_every))
-        self.saved_step = -1
-
-    def save(self, trainer: L.Trainer) -> None:
-        if trainer.global_step == self.saved_step:
-            return
-        tmp = self.path.with_suffix(".ckpt.tmp")
-        trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
-        if trainer.is_global_zero:
-            os.replace(tmp, self.path)
-        trainer.strategy.barrier("ffnbench-checkpoint")
-        self.saved_step = trainer.global_step
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        step = trainer.global_step
-        if step % self.every == 0 and step % self.val_every != 0:
-            self.save(trainer)
-
-    def on_validation_end(self, trainer, pl_module) -> None:
-        if trainer.state.fn == "fit" and trainer.global_step % self.every == 0:
-            self.save(trainer)
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        if pl_module.status == "running":
-            self.save(trainer)
-
-    def on_exception(self, trainer, pl_module, exception) -> None:
-        if isinstance(exception, KeyboardInterrupt) and trainer.world_size == 1:
-            self.save(trainer)
-
-
-STEP_TIMES_ENV = "FFNBENCH_STEP_TIMES"
-
-
-class StepTimes(L.Callback):
-    """When the environment variable FFNBENCH_STEP_TIMES names a file (the startup benchmark of ffnbench.bench
-    sets it), train() appends JSON lines {"event", "time"} to it: when train() starts (imports and config done),
-    when the data is ready, and when the first training step starts and ends. Without the variable this callback
-    is never created, so a normal run pays nothing for it."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.seen: set[str] = set()
-
-    @classmethod
-    def from_env(cls) -> StepTimes | None:
-        path = os.environ.get(STEP_TIMES_ENV)
-        return cls(path) if path and global_rank() == 0 else None
-
-    def mark(self, event: str) -> None:
-        if event not in self.seen:
-            self.seen.add(event)
-            with open(self.path, "a") as f:
-                f.write(json.dumps({"event": event, "time": time.time(), "pid": os.getpid()}) + "\n")
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        self.mark("first_step_start")
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.mark("first_step_end")
 
 
 # ---- the record ------------------------------------------------------------------------------------------

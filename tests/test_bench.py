@@ -92,7 +92,7 @@ def test_command_line_errors_are_one_line_and_exit_2(capsys):
 
 
 def test_step_times_are_off_unless_asked(monkeypatch, tmp_path):
-    from ffnbench.train import STEP_TIMES_ENV, StepTimes
+    from ffnbench.callbacks import STEP_TIMES_ENV, StepTimes
 
     monkeypatch.delenv(STEP_TIMES_ENV, raising=False)
     assert StepTimes.from_env() is None

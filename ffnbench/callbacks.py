@@ -1,0 +1,85 @@
+"""Lightning callbacks of a run: the periodic atomic checkpoint, and the step-time marks the startup benchmark
+reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import lightning as L
+
+from ffnbench.hardware import global_rank
+
+LAST_CKPT = "last.ckpt"
+
+
+class PeriodicCheckpoint(L.Callback):
+    """checkpoints/last.ckpt every `every` steps and at the end, written atomically (a kill mid-write leaves
+    the previous checkpoint intact); also written when the run is interrupted with Ctrl-C. On a step that
+    also validates, it is written after the validation, so the checkpoint holds that step's record."""
+
+    def __init__(self, path: Path, every: int, val_every: int):
+        self.path = path
+        self.every = max(1, int(every))
+        self.val_every = max(1, int(val_every))
+        self.saved_step = -1
+
+    def save(self, trainer: L.Trainer) -> None:
+        if trainer.global_step == self.saved_step:
+            return
+        tmp = self.path.with_suffix(".ckpt.tmp")
+        trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
+        if trainer.is_global_zero:
+            os.replace(tmp, self.path)
+        trainer.strategy.barrier("ffnbench-checkpoint")
+        self.saved_step = trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step % self.every == 0 and step % self.val_every != 0:
+            self.save(trainer)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if trainer.state.fn == "fit" and trainer.global_step % self.every == 0:
+            self.save(trainer)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if pl_module.status == "running":
+            self.save(trainer)
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        if isinstance(exception, KeyboardInterrupt) and trainer.world_size == 1:
+            self.save(trainer)
+
+
+STEP_TIMES_ENV = "FFNBENCH_STEP_TIMES"
+
+
+class StepTimes(L.Callback):
+    """When the environment variable FFNBENCH_STEP_TIMES names a file (the startup benchmark of ffnbench.bench
+    sets it), train() appends JSON lines {"event", "time"} to it: when train() starts (imports and config done),
+    when the data is ready, and when the first training step starts and ends. Without the variable this callback
+    is never created, so a normal run pays nothing for it."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.seen: set[str] = set()
+
+    @classmethod
+    def from_env(cls) -> StepTimes | None:
+        path = os.environ.get(STEP_TIMES_ENV)
+        return cls(path) if path and global_rank() == 0 else None
+
+    def mark(self, event: str) -> None:
+        if event not in self.seen:
+            self.seen.add(event)
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"event": event, "time": time.time(), "pid": os.getpid()}) + "\n")
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self.mark("first_step_start")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.mark("first_step_end")
