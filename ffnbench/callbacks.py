@@ -12,13 +12,12 @@ import lightning as L
 
 from ffnbench.hardware import global_rank
 
-LAST_CKPT = "last.ckpt"
-
 
 class PeriodicCheckpoint(L.Callback):
-    """checkpoints/last.ckpt every `every` steps and at the end, written atomically (a kill mid-write leaves
-    the previous checkpoint intact); also written when the run is interrupted with Ctrl-C. On a step that
-    also validates, it is written after the validation, so the checkpoint holds that step's record."""
+    """checkpoints/last.ckpt (rundir.last_checkpoint) every `every` steps and at the end, written atomically (a
+    kill mid-write leaves the previous checkpoint intact); also written when the run is interrupted with
+    Ctrl-C. On a step that also validates, it is written after the validation, so the checkpoint holds that
+    step's record."""
 
     def __init__(self, path: Path, every: int, val_every: int):
         self.path = path

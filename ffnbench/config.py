@@ -1,13 +1,15 @@
 """From Hydra configs (conf/) to the objects that are built from them, and the run-name resolver.
 
-The one place that reads `cfg.ffn` / `cfg.model` into an `FFNSpec` / `ModelConfig`, so the trainer, the
-`params` command and the sweep dry-run all agree on what a config means."""
+The one place that reads `cfg.ffn` / `cfg.model` / `cfg.optim` / `cfg.trainer` into an `FFNSpec` /
+`ModelConfig` / `OptimConfig` / `TrainerConfig`, so the trainer, the `params` command and the sweep dry-run
+all agree on what a config means, and a bad value is one ConfigError naming the field, before any work."""
 
 from __future__ import annotations
 
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ffnbench.errors import ConfigError
 from ffnbench.ffn import FFNSpec, size_ffn
+from ffnbench.hardware import ACCELERATORS
 from ffnbench.model import ModelConfig
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -29,6 +32,7 @@ NON_IDENTITY_KEYS = (
     "logger",
     "slurm",
     "data.cache_dir",
+    "data.loader",  # follows from data.source (conf/data/<source>.yaml); records from before it existed lack it
     "data.num_proc",
     "trainer.progress_bar",
     "trainer.log_every",
@@ -100,6 +104,36 @@ def compose_many(override_lists: Iterable[Sequence[str]], config_name: str = "tr
     except (HydraException, OmegaConfBaseException) as e:
         # One line: Hydra's message spans several (the options of a group, the search path).
         raise ConfigError(" ".join(str(e).split("\nConfig search path")[0].split())) from None
+
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+def check_overrides(args: Sequence[str]) -> None:
+    """Compose the command line of `python -m ffnbench.train [-m] <overrides>` as Hydra will, so that an override
+    Hydra cannot apply (an unknown option of a config group, a key that does not exist, a typo in the syntax)
+    is a one-line ConfigError before Hydra prints its own multi-line one. With -m, each value of a sweep override
+    is composed with the other (fixed) overrides. A command line with Hydra's other flags (--help, --cfg, -cn,
+    ...) is left to Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
+        return
+    overrides = [a for a in args if a not in MULTIRUN_FLAGS]
+    if not any(a in MULTIRUN_FLAGS for a in args):
+        compose(overrides, return_hydra_config=True)
+        return
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as e:
+        raise ConfigError(" ".join(str(e).split())) from None
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    jobs = [fixed]
+    for o in parsed:
+        if o.is_choice_sweep() or o.is_range_sweep():  # a glob's options are known to Hydra's loader only
+            jobs += [[*fixed, f"{o.get_key_element()}={v}"] for v in o.sweep_string_iterator()]
+    compose_many(jobs, return_hydra_config=True)
 
 
 def _get(node: Mapping | DictConfig, key: str, default: Any = None) -> Any:
@@ -175,6 +209,155 @@ def check_budget(spec: FFNSpec, d_model: int, max_mismatch: float) -> None:
             f"{size.mismatch:+.2%} off the budget of {size.target_params:,.0f}, beyond ffn.max_mismatch="
             f"{max_mismatch:g}. Use a smaller ffn.multiple_of or raise ffn.max_mismatch."
         )
+
+
+# ---- optimizer and trainer settings -----------------------------------------------------------------------
+
+PRECISIONS = ("auto", "64-true", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true",
+              "64", "32", "16", "bf16", "transformer-engine", "transformer-engine-float16")  # Lightning's names
+
+
+def _real(field: str, value: Any, low: float | None = None, high: float | None = None, *, low_open: bool = False,
+          high_open: bool = False, fix: str = "") -> float:
+    """`value` as a float within [low, high] (either end open or absent), or a ConfigError naming `field`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{field}: expected a number, got {value!r}{fix}")
+    below = low is not None and (value <= low if low_open else value < low)
+    above = high is not None and (value >= high if high_open else value > high)
+    if below or above:
+        if high is None:
+            bound = f"{'>' if low_open else '≥'} {low:g}"
+        else:
+            bound = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        raise ConfigError(f"{field}: must be {bound}, got {value!r}{fix}")
+    return float(value)
+
+
+def _count(field: str, value: Any, low: int = 1) -> int:
+    """`value` as an int ≥ low, or a ConfigError naming `field`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        what = "a positive integer" if low == 1 else f"an integer ≥ {low}"
+        raise ConfigError(f"{field}: must be {what}, got {value!r}")
+    return value
+
+
+def _flag(field: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{field}: expected true or false, got {value!r}")
+    return value
+
+
+def _known_keys(group: str, node: Mapping, cls: type) -> None:
+    known = [f.name for f in fields(cls)]
+    unknown = [k for k in node if k not in known]
+    if unknown:
+        raise ConfigError(f"{group}.{unknown[0]}: unknown setting; {group} has: {', '.join(known)}")
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """`cfg.optim` (conf/optim/adamw.yaml): AdamW, linear warmup, cosine decay to lr·min_lr_ratio, clipping."""
+
+    lr: float
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    grad_clip: float | None = None  # max global grad norm; None = no clipping
+
+    def __post_init__(self) -> None:  # validates, and stores numbers as floats (an lr of 1 is 1.0)
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        put("lr", _real("optim.lr", self.lr, 0, low_open=True, fix=" (a learning rate is a positive number)"))
+        put("min_lr_ratio", _real("optim.min_lr_ratio", self.min_lr_ratio, 0, 1,
+                                  fix=" (the cosine ends at lr·min_lr_ratio)"))
+        _count("optim.warmup_steps", self.warmup_steps, low=0)
+        put("weight_decay", _real("optim.weight_decay", self.weight_decay, 0))
+        betas = self.betas
+        if not isinstance(betas, Sequence) or isinstance(betas, str) or len(betas) != 2:
+            raise ConfigError(f"optim.betas: expected two numbers [beta1, beta2], got {betas!r}")
+        put("betas", tuple(_real(f"optim.betas[{i}]", b, 0, 1, high_open=True,
+                                 fix=" (Adam's betas are in [0, 1), e.g. [0.9, 0.95])") for i, b in enumerate(betas)))
+        put("eps", _real("optim.eps", self.eps, 0, low_open=True))
+        if self.grad_clip is not None:
+            put("grad_clip", _real("optim.grad_clip", self.grad_clip, 0, low_open=True,
+                                   fix=" (null turns clipping off)"))
+
+
+def optim_config(node: Mapping | DictConfig) -> OptimConfig:
+    """`cfg.optim` → OptimConfig."""
+    node = to_container(node)
+    _known_keys("optim", node, OptimConfig)
+    return OptimConfig(**node)
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """`cfg.trainer` (conf/trainer/*.yaml): where a run trains, its budget and how often it validates, logs and
+    checkpoints. hardware.resolve_hardware turns accelerator/devices/precision/strategy into what this machine
+    can do; this class only judges what can be judged without looking at the machine."""
+
+    accelerator: str = "auto"
+    devices: int = 1
+    num_nodes: int = 1
+    strategy: str = "auto"
+    precision: str = "auto"
+    compile: bool = False
+    max_tokens: float | None = None  # the budget in tokens ...
+    max_steps: int | None = None  # ... or in optimizer steps (wins when set)
+    val_every: int = 100
+    ckpt_every: int = 100
+    log_every: int = 10
+    peak_flops: float | None = None  # per-device peak FLOP/s for MFU; None = from the GPU table or measured
+    progress_bar: bool = True
+
+    def __post_init__(self) -> None:
+        if self.accelerator not in ACCELERATORS:
+            raise ConfigError(f"trainer.accelerator: expected auto, cpu or gpu, got {self.accelerator!r}")
+        _count("trainer.devices", self.devices)
+        _count("trainer.num_nodes", self.num_nodes)
+        if not isinstance(self.strategy, str) or not self.strategy:
+            raise ConfigError(f"trainer.strategy: expected a Lightning strategy (auto, ddp), got {self.strategy!r}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"trainer.precision: unknown precision {self.precision!r}; known: "
+                              f"{', '.join(PRECISIONS[:7])}")
+        _flag("trainer.compile", self.compile)
+        _flag("trainer.progress_bar", self.progress_bar)
+        if self.max_steps is not None:
+            _count("trainer.max_steps", self.max_steps)
+        elif self.max_tokens is None:
+            raise ConfigError("trainer.max_tokens: no training budget; set trainer.max_tokens or trainer.max_steps")
+        else:
+            _real("trainer.max_tokens", self.max_tokens, 0, low_open=True)
+        for name in ("val_every", "ckpt_every", "log_every"):
+            _count(f"trainer.{name}", getattr(self, name))
+        if self.peak_flops is not None:
+            _real("trainer.peak_flops", self.peak_flops, 0, low_open=True,
+                  fix=" (null = from the GPU table or measured)")
+
+    def total_steps(self, tokens_per_step: int) -> int:
+        """The run's length in optimizer steps (≥ 1): max_steps, or max_tokens in steps of `tokens_per_step`,
+        rounded up."""
+        return self.max_steps if self.max_steps else math.ceil(float(self.max_tokens) / tokens_per_step)
+
+
+def trainer_config(node: Mapping | DictConfig) -> TrainerConfig:
+    """`cfg.trainer` → TrainerConfig (precision as text: `precision=32` on the command line arrives as an int)."""
+    node = to_container(node)
+    _known_keys("trainer", node, TrainerConfig)
+    if isinstance(node.get("precision"), int) and not isinstance(node.get("precision"), bool):
+        node = {**node, "precision": str(node["precision"])}
+    return TrainerConfig(**node)
+
+
+def run_seed(cfg: Mapping | DictConfig) -> int:
+    """`cfg.seed`: an integer ≥ 0 (Lightning would replace a negative one with a random seed)."""
+    return _count("seed", _get(cfg, "seed"), low=0)
+
+
+# ---- helpers ----------------------------------------------------------------------------------------------
 
 
 def to_container(cfg: DictConfig | Mapping) -> dict:

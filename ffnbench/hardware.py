@@ -8,10 +8,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from ffnbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ffnbench.config import TrainerConfig
 
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
 
@@ -43,26 +47,45 @@ class Hardware:
     strategy: str
 
 
-def resolve_hardware(t) -> Hardware:
-    """`cfg.trainer` → the accelerator, device count, precision and strategy Lightning gets."""
-    accelerator = resolve_accelerator(t.get("accelerator", "auto"))
-    devices = t.get("devices", 1)
-    if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
-        raise ConfigError(f"trainer.devices: must be a positive integer, got {devices!r}")
+def resolve_hardware(t: TrainerConfig) -> Hardware:
+    """`cfg.trainer` (checked) → the accelerator, device count, precision and strategy Lightning gets here."""
+    accelerator = resolve_accelerator(t.accelerator)
+    devices = t.devices
     available = torch.cuda.device_count() if accelerator == "gpu" else (os.cpu_count() or 1)
     if devices > available:
         what = "GPUs" if accelerator == "gpu" else "CPU cores (one process per device)"
         raise ConfigError(f"trainer.devices={devices}: only {available} {what} available here")
-    precision = t.get("precision", "auto")
+    precision = t.precision
     if precision == "auto":
         if accelerator == "gpu":
             precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
         else:
             precision = "32-true"
-    strategy = t.get("strategy", "auto")
+    strategy = t.strategy
     if strategy == "auto" and devices > 1:
         strategy = "ddp"
     return Hardware(accelerator, devices, str(precision), str(strategy))
+
+
+def share_cpu_threads(hw: Hardware) -> None:
+    """On a CPU, processes that train at once (DDP ranks, parallel sweep jobs) share the cores instead of each
+    using all of them."""
+    processes = hw.devices * parallel_jobs()
+    if hw.accelerator == "cpu" and processes > 1:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
+
+
+def claim_devices(hw: Hardware) -> tuple[int | list[int], GpuLease | None]:
+    """The `devices` Lightning gets, and the GPU lease to release when the run ends (None when not leased).
+    One GPU of several, outside SLURM (which assigns GPUs itself), is leased: parallel runs on one node each
+    get their own. On a GPU, float32 matmuls may use TF32."""
+    if hw.accelerator != "gpu":
+        return hw.devices, None
+    torch.set_float32_matmul_precision("high")
+    if hw.devices == 1 and torch.cuda.device_count() > 1 and "SLURM_JOB_ID" not in os.environ:
+        lease = GpuLease(torch.cuda.device_count())
+        return [lease.index], lease
+    return hw.devices, None
 
 
 class GpuLease:

@@ -1,13 +1,18 @@
-"""Loggers: metrics.csv in the run directory (resumable), and Weights & Biases (offline unless logged in)."""
+"""Loggers: metrics.csv in the run directory (resumable), Weights & Biases (offline unless logged in), and
+the Lightning log lines and warnings a run leaves out."""
 
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
+import logging
 import netrc
 import os
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
@@ -15,7 +20,31 @@ from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from ffnbench.errors import ConfigError
 
+if TYPE_CHECKING:
+    from ffnbench.ffn import FFNSpec
+
 WANDB_MODES = ("online", "offline", "disabled", "auto")
+
+
+class _QuietLightning(logging.Filter):
+    """Drop Lightning's advertising and a deprecation notice from its own internals; keep everything else."""
+
+    NOISE = ("litlogger", "LitLogger", "isinstance(treespec, LeafSpec)")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(n in record.getMessage() for n in self.NOISE)
+
+
+@functools.cache  # once per process
+def quiet_lightning() -> None:
+    """Leave out of a run's output what says nothing about the run."""
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero"):
+        logging.getLogger(name).addFilter(_QuietLightning())
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    # A diverged run's training_step returns None on purpose (module.py): that skips the step.
+    warnings.filterwarnings("ignore", message=r"`training_step` returned `None`")
+    # Validation metrics are all-reduced by the module itself (module.py), so Lightning's advice does not apply.
+    warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('(val|ffn)/")
 
 
 class _RunCSVWriter(ExperimentWriter):
@@ -60,6 +89,30 @@ class RunCSVLogger(CSVLogger):
         if self._experiment is None:
             self._experiment = _RunCSVWriter(self.log_dir, self._resume_step)
         return self._experiment
+
+
+def make_loggers(lcfg: Mapping, run_dir: Path, config: dict, spec: FFNSpec, resumed_from: int | None,
+                 rank_zero: bool) -> list:
+    """The loggers `cfg.logger` asks for: metrics.csv (kept up to `resumed_from` on a resume) and, on rank 0,
+    W&B (run id from the run directory, grouped by experiment name, tagged with the FFN)."""
+    loggers: list = []
+    if lcfg.get("csv"):
+        loggers.append(RunCSVLogger(run_dir, resume_step=resumed_from))
+    if lcfg.get("wandb") and rank_zero:
+        loggers.append(make_wandb_logger(dict(lcfg["wandb"]), run_dir, str(config["name"]), run_dir.name,
+                                         wandb_tags(config, spec), config))
+    return loggers
+
+
+def wandb_tags(config: dict, spec: FFNSpec) -> list[str]:
+    """The tags that make a run findable in W&B: activation, sizing, bias, model size and seed."""
+    return [
+        f"act:{spec.act}",
+        f"{spec.sizing}:{spec.ratio:g}",
+        f"bias:{'on' if spec.bias else 'off'}",
+        f"size:{config['model'].get('name', 'custom')}",
+        f"seed:{config['seed']}",
+    ]
 
 
 def has_wandb_credentials() -> bool:

@@ -51,10 +51,6 @@ class ModelConfig:
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"model.dropout: must be in [0, 1), got {self.dropout!r}")
 
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_head
-
 
 class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: ModelConfig):

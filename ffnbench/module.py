@@ -4,15 +4,17 @@ byte, FFN activation statistics, and divergence detection."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import lightning as L
 import torch
 import torch.distributed as dist
 
-from ffnbench.data import bits_per_byte
+from ffnbench.config import OptimConfig, optim_config
 from ffnbench.ffn import ActivationStats
 from ffnbench.model import GPT, ModelConfig
+from ffnbench.tokenizer import bits_per_byte
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
@@ -23,42 +25,44 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) 
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def build_optimizer(model: GPT, optim: dict, total_steps: int, device: torch.device):
+def build_optimizer(model: GPT, optim: OptimConfig | Mapping, total_steps: int, device: torch.device):
     """AdamW with weight decay only on the matrices that multiply activations (not on norms, biases or
     embeddings), and its warmup + cosine schedule (stepped once per optimizer step). The training module and
-    the benchmark's reference loop (ffnbench.bench) both build it here, so they run the same optimizer."""
+    the benchmark's reference loop (ffnbench.bench) both build it here, so they run the same optimizer.
+    `optim` is `cfg.optim`, as an OptimConfig or as the mapping it is checked from."""
+    o = optim if isinstance(optim, OptimConfig) else optim_config(optim)
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         (decay if p.ndim >= 2 and not name.startswith(("wte.", "wpe.")) else no_decay).append(p)
-    o = optim
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": o["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+        [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=o.lr, betas=o.betas, eps=o.eps,
         fused=torch.device(device).type in ("cpu", "cuda") or None,  # one kernel for all parameters
     )
-    warmup = min(int(o["warmup_steps"]), max(0, total_steps - 1))
+    warmup = min(o.warmup_steps, max(0, total_steps - 1))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: lr_factor(s, warmup, total_steps, o["min_lr_ratio"])
+        optimizer, lambda s: lr_factor(s, warmup, total_steps, o.min_lr_ratio)
     )
     return optimizer, scheduler
 
 
 class LMModule(L.LightningModule):
-    def __init__(self, model_cfg: ModelConfig, optim: dict, seed: int, total_steps: int, tokens_per_step: int,
-                 val_bytes_per_token: float = 1.0, log_every: int = 10, compile: bool = False,
+    def __init__(self, model_cfg: ModelConfig, optim: OptimConfig | Mapping, seed: int, total_steps: int,
+                 tokens_per_step: int, val_bytes_per_token: float = 1.0, log_every: int = 10, compile: bool = False,
                  fingerprint: dict | None = None):
         super().__init__()
         self.model = GPT(model_cfg, seed=seed)
         if compile:
             for block in self.model.blocks:
                 block.compile()  # in place: parameter names (and checkpoint keys) stay as they are
-        self.optim = dict(optim)
+        self.optim = optim if isinstance(optim, OptimConfig) else optim_config(optim)
         self.total_steps = total_steps
         self.tokens_per_step = tokens_per_step
         self.val_bytes_per_token = val_bytes_per_token
         self.log_every = log_every
         self.fingerprint = fingerprint or {}
-        self.status = "running"
+        self.status = "running"  # → "diverged" when the loss stops being finite (train() sets the rest)
+        self.divergence: str | None = None  # why it diverged
         self.val_history: list[dict[str, Any]] = []
         self.last_train_loss: float | None = None
         self._val_sum = self._val_count = None
@@ -95,7 +99,7 @@ class LMModule(L.LightningModule):
         self.trainer.should_stop = True
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        clip = self.optim.get("grad_clip")
+        clip = self.optim.grad_clip
         norm = torch.nn.utils.clip_grad_norm_(self.parameters(), clip if clip else math.inf)
         if self._logging_step():
             self.log("train/grad_norm", norm, on_step=True, on_epoch=False)  # stays on the device until written

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 from rich.console import Console
 from rich.table import Table
@@ -16,39 +15,7 @@ from ffnbench.accounting import ParamBreakdown, bytes_of, count_flops, count_par
 from ffnbench.cli import user_errors_exit
 from ffnbench.ffn import FFNSpec, ffn_param_count
 from ffnbench.model import ModelConfig
-
-DOC_SEQ_LEN = 512  # the documents' FLOP example: one 512-token sequence
-
-
-@dataclass(frozen=True)
-class ReferenceModel:
-    name: str
-    cfg: ModelConfig
-    note: str
-
-
-def reference_models() -> list[ReferenceModel]:
-    """The models the source documents quote, as ModelConfigs (their FFN is what the table checks)."""
-    return [
-        ReferenceModel(
-            "BERT-base",
-            ModelConfig(vocab_size=30522, seq_len=512, d_model=768, n_layer=12, n_head=12, attn_bias=True,
-                        ffn=FFNSpec("gelu", width=4, bias=True)),
-            "768→3072→768, GELU, biases",
-        ),
-        ReferenceModel(
-            "GPT-2 small",
-            ModelConfig(vocab_size=50257, seq_len=1024, d_model=768, n_layer=12, n_head=12, attn_bias=True,
-                        ffn=FFNSpec("gelu", width=4, bias=True, approximate="tanh")),
-            "768→3072→768, GELU (tanh), biases",
-        ),
-        ReferenceModel(
-            "LLaMA-7B",
-            ModelConfig(vocab_size=32000, seq_len=2048, d_model=4096, n_layer=32, n_head=32, attn_bias=False,
-                        ffn=FFNSpec("swiglu", budget=4, bias=False, multiple_of=256)),
-            "SwiGLU, 3 matrices, no bias; d_ff = 2/3·4·d rounded up to 256",
-        ),
-    ]
+from ffnbench.reference import DOC_SEQ_LEN, reference_model, reference_models
 
 
 def _mb(n_bytes: int) -> str:
@@ -103,7 +70,7 @@ def documents_table() -> Table:
 
 def derivations() -> list[str]:
     """The two sizing facts the documents state, recomputed from the sizing functions."""
-    llama = reference_models()[2].cfg
+    llama = reference_model("LLaMA-7B").cfg
     p = count_params(llama)
     d = 768
     swiglu = count_params(ModelConfig(d_model=d, n_head=12, ffn=FFNSpec("swiglu", budget=4)))

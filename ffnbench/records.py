@@ -14,11 +14,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, BinaryIO
 
-RESULT_FILE = "result.json"
 RUN_CONFIG_FILE = "run_config.json"
 SWEEP_MANIFEST = "sweep.json"  # a sweep's command and run directories (written by ffnbench.sweep)
-STATUSES = ("finished", "diverged", "failed", "running")
-FINAL_STATUSES = ("finished", "diverged")  # a rerun of the same config would only repeat these
 PACKAGES = ("torch", "lightning", "datasets", "wandb", "hydra-core", "numpy", "tokenizers", "scipy", "ffnbench")
 
 
@@ -73,25 +70,6 @@ def read_json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise CorruptRecord(f"{path}: expected a JSON object, found {type(data).__name__}")
     return data
-
-
-def read_result(run_dir: Path) -> dict | None:
-    """The run's result.json, None if there is none; CorruptRecord if it cannot be used."""
-    path = Path(run_dir) / RESULT_FILE
-    if not path.exists():
-        return None
-    data = read_json(path)
-    if data.get("status") not in STATUSES:
-        raise CorruptRecord(f"{path}: no valid 'status' (got {data.get('status')!r})")
-    return data
-
-
-METRICS = ("final_train_loss", "final_val_loss", "final_val_bpb", "best_val_loss", "best_val_bpb", "init_val_loss")
-
-
-def summary_key(metric: str) -> str:
-    """The wandb summary key of a result.json metric: final_val_loss -> final/val_loss."""
-    return f"final/{metric.removeprefix('final_')}"
 
 
 def ffn_record(spec: Any, size: Any) -> dict[str, Any]:

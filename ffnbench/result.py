@@ -10,11 +10,27 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ffnbench.records import CorruptRecord, json_safe, read_json, write_json_atomic
+from ffnbench.records import (
+    CorruptRecord,
+    ffn_record,
+    git_revision,
+    hardware,
+    json_safe,
+    model_record,
+    read_json,
+    versions,
+    write_json_atomic,
+)
+
+if TYPE_CHECKING:
+    from ffnbench.hardware import Hardware
+    from ffnbench.model import ModelConfig
 
 SCHEMA = 1  # bump when a field changes meaning; from_json refuses records from a newer ffnbench
 RESULT_FILE = "result.json"
@@ -60,6 +76,73 @@ class RunResult:
     versions: dict = field(default_factory=dict)
     git: dict = field(default_factory=dict)
     finished_at: str | None = None
+
+    @classmethod
+    def from_training(cls, status: str, *, error: str | None, config: dict, run_dir: Path, model: ModelConfig,
+                      history: Sequence[dict], last_train_loss: float | None, steps: int, tokens_per_step: int,
+                      total_steps: int, resumed_from: int | None, data: dict, throughput: dict, hw: Hardware,
+                      started: float) -> RunResult:
+        """The record of a training run (train.train), from what it measured.
+
+        Args:
+            status: finished | diverged | failed | running.
+            error: why it failed or diverged (None otherwise).
+            config: the resolved Hydra config.
+            run_dir: the run directory (its name is the run's name).
+            model: the ModelConfig trained (its FFNSpec included).
+            history: LMModule.val_history, one record per validation ({step, tokens, val_loss, val_bpb, ffn}).
+            last_train_loss: the last training loss read (LMModule.last_train_loss).
+            steps: optimizer steps done; tokens_per_step: global batch × seq_len; total_steps: the budget.
+            resumed_from: the checkpoint's step when the run was resumed.
+            data: the data module's `info`, with `val_bytes_per_token`.
+            throughput: ThroughputMonitor.summary().
+            hw: the resolved hardware; started: time.time() when train() began.
+        """
+        from ffnbench.accounting import count_flops, count_params
+        from ffnbench.ffn import size_ffn
+
+        flops = count_flops(model)
+        finite = [h for h in history if h["val_loss"] is not None and math.isfinite(h["val_loss"])]
+        final = history[-1] if history else None
+        best = min(finite, key=lambda h: h["val_loss"]) if finite else None
+        init = history[0] if history and history[0]["step"] == 0 else None
+        return cls(
+            status=status,
+            error=error,
+            name=config.get("name"),
+            run_name=run_dir.name,
+            run_dir=str(run_dir),
+            seed=config.get("seed"),
+            config=config,
+            ffn=ffn_record(model.ffn, size_ffn(model.ffn, model.d_model)),
+            model=model_record(model, config["model"].get("name")),
+            params=count_params(model).as_dict(),
+            flops={"per_token_training": flops.training, "per_token_forward": flops.forward,
+                   "total_training": flops.training * steps * tokens_per_step},
+            data=data,
+            metrics={  # METRICS
+                "final_train_loss": last_train_loss,
+                "final_val_loss": final["val_loss"] if final else None,
+                "final_val_bpb": final["val_bpb"] if final else None,
+                "best_val_loss": best["val_loss"] if best else None,
+                "best_val_bpb": best["val_bpb"] if best else None,
+                "init_val_loss": init["val_loss"] if init else None,
+            },
+            ffn_stats={"init": init["ffn"] if init else None, "final": final["ffn"] if final else None},
+            curve=[{k: h[k] for k in ("step", "tokens", "val_loss", "val_bpb")} for h in history],
+            steps=steps,
+            total_steps=total_steps,
+            tokens=steps * tokens_per_step,
+            tokens_per_step=tokens_per_step,
+            resumed_from_step=resumed_from,
+            throughput=throughput,
+            wall_time_s=time.time() - started,
+            hardware={**hardware(hw.accelerator), "devices": hw.devices, "precision": hw.precision,
+                      "strategy": hw.strategy},
+            versions=versions(),
+            git=git_revision(),
+            finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        )
 
     # ---- (de)serialisation ------------------------------------------------------------------------------
 

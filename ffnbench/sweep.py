@@ -3,7 +3,8 @@
 Plans the sweep before running it (every run's directory and what will happen to it: skipped because
 finished, resumed from its checkpoint, or started), refuses what would waste or lose work, runs the grid
 through Hydra's multirun (`python -m ffnbench.train -m experiment=EXP ...`) with the chosen launcher,
-prints a summary, and writes the report."""
+prints the outcome, and writes the report. Planning imports neither Lightning nor the training code
+(ffnbench.rundir makes the run's own decision), so `--dry-run` answers at once."""
 
 from __future__ import annotations
 
@@ -23,15 +24,11 @@ from rich.table import Table
 from ffnbench.cli import user_errors_exit
 from ffnbench.config import CONF_DIR, compose, compose_many, to_container
 from ffnbench.errors import ConfigError, RunDirError
-from ffnbench.records import (
-    FINAL_STATUSES,
-    SWEEP_MANIFEST,
-    CorruptRecord,
-    read_result,
-    write_json_atomic,
-)
-from ffnbench.sweeper import expand_grids
-from ffnbench.train import plan_run
+from ffnbench.hardware import resolve_accelerator
+from ffnbench.records import SWEEP_MANIFEST, CorruptRecord, write_json_atomic
+from ffnbench.result import FINAL_STATUSES, RunResult
+from ffnbench.rundir import plan_run
+from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
 MAX_CPU_RUNS = 30  # more runs than this on a CPU needs CONFIRM=1: hours of work deserve a second look
 LAUNCHERS = {
@@ -105,12 +102,12 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
 
 
 def _classify(job: list[str], run_dir: Path, config: dict) -> PlannedRun:
-    """What the run will do with its directory: the run's own decision (train.plan_run), made ahead of time."""
+    """What the run will do with its directory: the run's own decision (rundir.plan_run), made ahead of time."""
     try:
         run = plan_run(run_dir, config)
     except RunDirError as e:
         return PlannedRun(job, run_dir, "conflict", str(e))
-    status = (run.previous or {}).get("status", "")
+    status = run.previous.status if run.previous else ""
     if run.action == "skip":
         return PlannedRun(job, run_dir, "skip", status)
     if run.action == "resume":
@@ -119,10 +116,12 @@ def _classify(job: list[str], run_dir: Path, config: dict) -> PlannedRun:
 
 
 def _on_cpu(cfg) -> bool:
-    import torch
-
-    accelerator = cfg.trainer.get("accelerator", "auto")
-    return accelerator == "cpu" or (accelerator == "auto" and not torch.cuda.is_available())
+    """Whether the sweep's runs train on the CPU. An accelerator that cannot be had here is not the CPU: each
+    run reports it."""
+    try:
+        return resolve_accelerator(cfg.trainer.get("accelerator", "auto")) == "cpu"
+    except ConfigError:
+        return False
 
 
 def check_plan(runs: list[PlannedRun], sweep_cfg, launcher: str | None, confirmed: bool) -> None:
@@ -147,7 +146,8 @@ def check_plan(runs: list[PlannedRun], sweep_cfg, launcher: str | None, confirme
         )
 
 
-def summarize(runs: list[PlannedRun], console: Console) -> dict[str, int]:
+def print_outcome(runs: list[PlannedRun], console: Console) -> dict[str, int]:
+    """A table of what each run's result.json says now, and the runs counted by status (returned)."""
     table = Table(title="sweep summary")
     for col in ("run", "was", "status", "val loss", "tokens", "wall s"):
         table.add_column(col, justify="left" if col in ("run", "was", "status") else "right")
@@ -155,16 +155,18 @@ def summarize(runs: list[PlannedRun], console: Console) -> dict[str, int]:
     tokens = wall = 0.0
     for r in runs:
         try:
-            result = read_result(r.run_dir) or {}
+            result = RunResult.read(r.run_dir)
+            status = result.status if result else "missing"
         except CorruptRecord:
-            result = {"status": "corrupt"}
-        status = result.get("status", "missing")
+            result, status = None, "corrupt"
         counts[status] = counts.get(status, 0) + 1
-        loss = (result.get("metrics") or {}).get("final_val_loss")
-        tokens += result.get("tokens") or 0
-        wall += result.get("wall_time_s") or 0
+        loss = result.metrics.get("final_val_loss") if result else None
+        run_tokens = (result.tokens if result else None) or 0
+        run_wall = (result.wall_time_s if result else None) or 0
+        tokens += run_tokens
+        wall += run_wall
         table.add_row(r.run_dir.name, r.action, status, f"{loss:.4f}" if loss is not None else "-",
-                      f"{result.get('tokens') or 0:,}", f"{result.get('wall_time_s') or 0:.0f}")
+                      f"{run_tokens:,}", f"{run_wall:.0f}")
     console.print(table)
     console.print("runs by status: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                   + f"; {tokens:,.0f} tokens; {wall:.0f} s of training wall time")
@@ -213,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
             console.print(f"[red]the sweep's training process exited with status {proc.returncode}[/red]")
     else:
         console.print("nothing to train: every run is already done")
-    statuses = summarize(runs, console)
+    statuses = print_outcome(runs, console)
     console.print(f"sweep wall time: {time.time() - started:.0f} s")
     if not ns.no_report:
         from ffnbench.report import write_report

@@ -6,6 +6,7 @@ attention term), so it is comparable across FFN variants of different cost."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +16,13 @@ import torch
 from ffnbench.records import CorruptRecord, cpu_model, read_json, write_json_atomic
 
 # Dense (no sparsity) peak FLOP/s per device: (name substring, bf16, tf32/fp32 used for 32-bit runs).
-# From the vendors' datasheets. Lightning's own table misses some of these (H200, L40S).
+# From the vendors' datasheets. Lightning's own table misses some of these (H200, L40S). The first row whose
+# name is in the device's name wins, so a name must come before any shorter name inside it ("H100 PCIe" before
+# "H100"); GH200 needs no row, "H200" matches it.
 GPU_PEAK_FLOPS: list[tuple[str, float, float]] = [
     ("H200", 989e12, 494e12),
     ("H100 PCIe", 756e12, 378e12),
     ("H100", 989e12, 494e12),  # SXM; keep after "H100 PCIe"
-    ("GH200", 989e12, 494e12),
     ("B200", 2250e12, 1100e12),
     ("A100", 312e12, 156e12),
     ("A800", 312e12, 156e12),
@@ -98,10 +100,22 @@ def sync(device: torch.device) -> None:
 class ThroughputMonitor(L.Callback):
     """Times training steps only: from the end of step `skip_steps` (compile and warm-up excluded) to the
     end of training, minus the time spent in validation. Device syncs happen only at those edges and at
-    each logging window, never per step."""
+    each logging window, never per step.
+
+    Args:
+        tokens_per_step: global tokens per optimizer step (batch_size · seq_len).
+        flops_per_token: training FLOPs per token (accounting.count_flops(...).training).
+        peak: peak FLOP/s of one device; None leaves MFU out.
+        world_size: devices the run uses (MFU divides by the peak of all of them).
+        skip_steps: warm-up steps left out of the timing (fewer in a short run: a quarter of it).
+        log_every: log perf/tokens_per_s (and perf/mfu) every this many steps, over the steps since the last log.
+        peak_source: where `peak` came from, recorded next to it.
+        clock: seconds, monotonic; tests pass a fake one.
+    """
 
     def __init__(self, tokens_per_step: int, flops_per_token: float, peak: float | None, world_size: int,
-                 skip_steps: int = 5, log_every: int = 10, peak_source: str | None = None):
+                 skip_steps: int = 5, log_every: int = 10, peak_source: str | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
         self.tokens_per_step = tokens_per_step
         self.flops_per_token = flops_per_token
         self.peak = peak
@@ -109,6 +123,7 @@ class ThroughputMonitor(L.Callback):
         self.world_size = world_size
         self.skip_steps = skip_steps
         self.log_every = log_every
+        self.clock = clock
         self.start_step: int | None = None
         self.elapsed = 0.0
         self._t: float | None = None  # start of the current timed stretch
@@ -118,7 +133,7 @@ class ThroughputMonitor(L.Callback):
 
     def _now(self, trainer: L.Trainer) -> float:
         sync(trainer.strategy.root_device)
-        return time.perf_counter()
+        return self.clock()
 
     def on_train_start(self, trainer, pl_module) -> None:
         self.fit_start = trainer.global_step  # a resumed run times only its own steps
@@ -179,7 +194,7 @@ class ThroughputMonitor(L.Callback):
             "mfu": self.mfu(tps),
             "measured_steps": steps,
             "measured_seconds": self.elapsed,
-            "skipped_warmup_steps": self.start_step,
+            "skipped_warmup_steps": self.start_step - self.fit_start,  # of this run's own steps
             "peak_flops": self.peak,
             "flops_per_token": self.flops_per_token,
             "peak_source": self.peak_source,

@@ -7,6 +7,7 @@ All three are lossless on UTF-8 text and know the exact byte length of every tok
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import socket
 import tempfile
@@ -30,6 +31,11 @@ GPT2_URLS = (
     "https://openaipublic.blob.core.windows.net/gpt-2/encodings/main/encoder.json",
 )
 PROBE_TIMEOUT_S = 3.0
+
+
+def bits_per_byte(loss_nats: Any, bytes_per_token: float) -> Any:
+    """Cross-entropy in nats per token -> bits per UTF-8 byte, comparable across tokenizers."""
+    return loss_nats / (math.log(2) * bytes_per_token)
 
 
 def vocab_size_for(data_cfg: Mapping) -> int:

@@ -1,303 +1,140 @@
 """Train one model: `python -m ffnbench.train [overrides]` (Hydra; `-m` for a sweep), or `train(cfg)`.
 
-compose → check the run directory (skip finished, resume interrupted, refuse a different config) → data →
-model → validate at step 0 → fit → final validation → result.json (atomic) next to metrics.csv,
-checkpoints/last.ckpt and Hydra's .hydra/."""
+compose → check every setting → plan the run directory (rundir: skip finished, resume interrupted, refuse a
+different config) → data → model → validate at step 0 → fit → final validation → result.json (RunResult,
+atomic), next to run_config.json, metrics.csv, checkpoints/last.ckpt and Hydra's .hydra/."""
 
 from __future__ import annotations
 
-import logging
-import math
-import os
 import sys
 import time
 import traceback
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import hydra
 import lightning as L
-import torch
 from omegaconf import DictConfig
 
 from ffnbench.accounting import count_flops, count_params
-from ffnbench.callbacks import LAST_CKPT, PeriodicCheckpoint, StepTimes
-from ffnbench.config import identity_diff, model_config, to_container
-from ffnbench.errors import ConfigError, FFNBenchError, RunDirError
+from ffnbench.callbacks import PeriodicCheckpoint, StepTimes
+from ffnbench.cli import user_errors_exit
+from ffnbench.config import (
+    OptimConfig,
+    TrainerConfig,
+    check_overrides,
+    model_config,
+    optim_config,
+    run_seed,
+    to_container,
+    trainer_config,
+)
+from ffnbench.data import LMDataModule, check_windows
+from ffnbench.errors import FFNBenchError
 from ffnbench.ffn import size_ffn
 from ffnbench.hardware import (
-    GpuLease,
     Hardware,
+    claim_devices,
     global_rank,
-    parallel_jobs,
     patch_ddp_child_command,
     resolve_hardware,
+    share_cpu_threads,
 )
-from ffnbench.loggers import RunCSVLogger, finish_wandb, make_wandb_logger
+from ffnbench.loggers import finish_wandb, make_loggers, quiet_lightning, wandb_mode
+from ffnbench.model import ModelConfig
 from ffnbench.module import LMModule
-from ffnbench.records import (
-    FINAL_STATUSES,
-    RESULT_FILE,
-    RUN_CONFIG_FILE,
-    CorruptRecord,
-    ffn_record,
-    git_revision,
-    hardware,
-    model_record,
-    read_json,
-    read_result,
-    summary_key,
-    versions,
-    write_json_atomic,
-)
+from ffnbench.records import RUN_CONFIG_FILE, write_json_atomic
+from ffnbench.result import RESULT_FILE, RunResult
+from ffnbench.rundir import RunPlan, last_checkpoint, plan_run, remove_failed_start, resolve_run_dir
 from ffnbench.throughput import ThroughputMonitor, peak_flops
 from ffnbench.tokenizer import vocab_size_for
 
-CKPT_DIR = "checkpoints"
-
-
-class _QuietLightning(logging.Filter):
-    """Drop Lightning's advertising and a deprecation notice from its own internals; keep everything else."""
-
-    NOISE = ("litlogger", "LitLogger", "isinstance(treespec, LeafSpec)")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not any(n in record.getMessage() for n in self.NOISE)
-
-
-for _name in ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero"):
-    logging.getLogger(_name).addFilter(_QuietLightning())
-warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
-# A diverged run's training_step returns None on purpose (module.py): that skips the step.
-warnings.filterwarnings("ignore", message=r"`training_step` returned `None`")
-# Validation metrics are all-reduced by the module itself (module.py), so Lightning's advice does not apply.
-warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('(val|ffn)/")
-
-
-# ---- where and on what ---------------------------------------------------------------------------------
-
-
-def resolve_run_dir(cfg: DictConfig) -> Path:
-    if cfg.get("run_dir"):
-        return Path(cfg.run_dir).expanduser().resolve()
-    from hydra.core.hydra_config import HydraConfig
-
-    if HydraConfig.initialized():
-        return Path(HydraConfig.get().runtime.output_dir).resolve()
-    raise ConfigError("run_dir: not set; pass run_dir=<dir> when calling train() outside the Hydra entry point")
-
-
-# ---- the run directory ---------------------------------------------------------------------------------
+quiet_lightning()
 
 
 @dataclass(frozen=True)
-class RunPlan:
-    action: str  # "skip" | "resume" | "fresh"
-    ckpt: Path | None = None
-    resumed_from: int | None = None  # the checkpoint's step, when resuming
-    previous: dict | None = None  # the result.json found there, if any (the finished one, when skipping)
+class Run:
+    """One run's settings, every one checked, and its data module (built, not yet loaded)."""
+
+    config: dict  # the resolved config: run_config.json, the checkpoint's fingerprint, result.json's `config`
+    run_dir: Path
+    model: ModelConfig
+    optim: OptimConfig
+    trainer: TrainerConfig
+    hw: Hardware
+    data: LMDataModule
+    tokens_per_step: int
+    total_steps: int
+    seed: int
 
 
-def plan_run(run_dir: Path, config: dict) -> RunPlan:
-    """Decide what to do with a run directory: skip a finished run, resume an interrupted one, start fresh.
-    A directory that holds a different config is refused, never silently reused."""
-    saved_config_path = run_dir / RUN_CONFIG_FILE
-    if saved_config_path.exists():
-        try:
-            saved = read_json(saved_config_path)
-        except CorruptRecord as e:
-            raise RunDirError(f"{e}; delete {saved_config_path} if the run directory is otherwise yours") from None
-        diff = identity_diff(saved, config)
-        if diff:
-            shown = "; ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in list(diff.items())[:6])
-            raise RunDirError(
-                f"{run_dir} holds a run with a different config ({shown}{' ...' if len(diff) > 6 else ''}). "
-                "It is not reused: pick another directory (run_dir=..., name=... or runs_root=...) or delete it."
-            )
-    try:
-        previous = read_result(run_dir)
-    except CorruptRecord as e:
-        print(f"ffnbench: warning: {e}; the run will be resumed or redone", file=sys.stderr)
-        previous = None
-    if previous and previous.get("status") in FINAL_STATUSES:
-        return RunPlan("skip", previous=previous)
-    ckpt = run_dir / CKPT_DIR / LAST_CKPT
-    if ckpt.exists():
-        try:
-            saved_ckpt = torch.load(ckpt, map_location="cpu", mmap=True, weights_only=False)
-        except Exception as e:
-            raise RunDirError(
-                f"{ckpt} cannot be read ({type(e).__name__}: {e}); delete it to start this run over"
-            ) from None
-        diff = identity_diff(saved_ckpt.get("ffnbench", {}).get("fingerprint", {}), config)
-        if diff:
-            raise RunDirError(f"{ckpt} was written by a different config ({', '.join(diff)}); not resuming it")
-        return RunPlan("resume", ckpt=ckpt, resumed_from=int(saved_ckpt["global_step"]), previous=previous)
-    return RunPlan("fresh", previous=previous)
+def check_run(cfg: DictConfig) -> Run:
+    """Every check that needs no data read: a bad setting is a ConfigError naming it, before any file is written."""
+    config = to_container(cfg)
+    run_dir = resolve_run_dir(cfg)
+    model = model_config(cfg, vocab_size_for(cfg.data))
+    optim, trainer = optim_config(cfg.optim), trainer_config(cfg.trainer)
+    hw = resolve_hardware(trainer)
+    if config["logger"].get("wandb"):
+        wandb_mode(config["logger"]["wandb"].get("mode"))
+    seed = run_seed(cfg)
+    data = LMDataModule(cfg.data, seq_len=model.seq_len, seed=seed)  # the data settings' checks
+    check_windows(data.config, model.seq_len, world_size=hw.devices * trainer.num_nodes)  # the batch splits
+    tokens_per_step = data.batch_size * model.seq_len
+    return Run(config, run_dir, model, optim, trainer, hw, data, tokens_per_step,
+               trainer.total_steps(tokens_per_step), seed)
 
 
-# ---- the record ------------------------------------------------------------------------------------------
-
-
-def _tags(config: dict, spec) -> list[str]:
-    return [
-        f"act:{spec.act}",
-        f"{spec.sizing}:{spec.ratio:g}",
-        f"bias:{'on' if spec.bias else 'off'}",
-        f"size:{config['model'].get('name', 'custom')}",
-        f"seed:{config['seed']}",
-    ]
-
-
-def build_result(status: str, config: dict, run_dir: Path, mcfg, module: LMModule, dm, thr, hw: Hardware,
-                 started: float, tokens_per_step: int, total_steps: int, resumed_from: int | None,
-                 error: str | None) -> dict[str, Any]:
-    spec = mcfg.ffn
-    size = size_ffn(spec, mcfg.d_model)
-    params = count_params(mcfg)
-    flops = count_flops(mcfg)
-    history = module.val_history
-    steps = module.global_step if module._trainer is not None else 0
-    finite = [h for h in history if h["val_loss"] is not None and math.isfinite(h["val_loss"])]
-    final = history[-1] if history else None
-    best = min(finite, key=lambda h: h["val_loss"]) if finite else None
-    return {
-        "schema": 1,
-        "status": status,
-        "error": error,
-        "name": config.get("name"),
-        "run_name": run_dir.name,
-        "run_dir": str(run_dir),
-        "seed": config.get("seed"),
-        "config": config,
-        "ffn": ffn_record(spec, size),
-        "model": model_record(mcfg, config["model"].get("name")),
-        "params": params.as_dict(),
-        "flops": {"per_token_training": flops.training, "per_token_forward": flops.forward,
-                  "total_training": flops.training * steps * tokens_per_step},
-        "data": {**dm.info, "val_bytes_per_token": getattr(dm, "val_bytes_per_token", None)},
-        "metrics": {  # records.METRICS
-            "final_train_loss": module.last_train_loss,
-            "final_val_loss": final["val_loss"] if final else None,
-            "final_val_bpb": final["val_bpb"] if final else None,
-            "best_val_loss": best["val_loss"] if best else None,
-            "best_val_bpb": best["val_bpb"] if best else None,
-            "init_val_loss": history[0]["val_loss"] if history and history[0]["step"] == 0 else None,
-        },
-        "ffn_stats": {
-            "init": history[0]["ffn"] if history and history[0]["step"] == 0 else None,
-            "final": final["ffn"] if final else None,
-        },
-        "curve": [{k: h[k] for k in ("step", "tokens", "val_loss", "val_bpb")} for h in history],
-        "steps": steps,
-        "total_steps": total_steps,
-        "tokens": steps * tokens_per_step,
-        "tokens_per_step": tokens_per_step,
-        "resumed_from_step": resumed_from,
-        "throughput": thr.summary(),
-        "wall_time_s": time.time() - started,
-        "hardware": {**hardware(hw.accelerator), "devices": hw.devices, "precision": hw.precision,
-                     "strategy": hw.strategy},
-        "versions": versions(),
-        "git": git_revision(),
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
-
-
-# ---- training ---------------------------------------------------------------------------------------------
-
-
-def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[str, Any]:
-    """Train one model as `cfg` says and return its result record (also written to <run_dir>/result.json)."""
-    from ffnbench.data import LMDataModule
-
+def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> RunResult:
+    """Train one model as `cfg` says; return its record (also written to <run_dir>/result.json). A finished run
+    in the same directory is not trained again: its record is returned."""
     started = time.time()
     step_times = StepTimes.from_env()
     if step_times:
         step_times.mark("train_start")
-    config = to_container(cfg)
-    run_dir = resolve_run_dir(cfg)
-    mcfg = model_config(cfg, vocab_size_for(cfg.data))  # every config error surfaces here, before any work
-    hw = resolve_hardware(cfg.trainer)
-    t = cfg.trainer
-    tokens_per_step = int(cfg.data.batch_size) * mcfg.seq_len
-    total_steps = int(t.max_steps) if t.get("max_steps") else math.ceil(float(t.max_tokens) / tokens_per_step)
-    if total_steps < 1:
-        raise ConfigError(f"trainer.max_tokens / trainer.max_steps: the budget gives {total_steps} steps")
-    is_rank_zero = global_rank() == 0
-
-    plan = plan_run(run_dir, config)
+    run = check_run(cfg)
+    plan = plan_run(run.run_dir, run.config)
     if plan.action == "skip":
-        print(f"ffnbench: {run_dir.name}: already {plan.previous['status']}, skipped ({run_dir / RESULT_FILE})")
+        print(f"ffnbench: {run.run_dir.name}: already {plan.previous.status}, skipped ({run.run_dir / RESULT_FILE})")
         return plan.previous
-    if is_rank_zero:
-        write_json_atomic(run_dir / RUN_CONFIG_FILE, config)
-    resumed_from = plan.resumed_from
-
-    processes = hw.devices * parallel_jobs()
-    if hw.accelerator == "cpu" and processes > 1:  # share the cores, not every process on every core
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
-    devices: int | list[int] = hw.devices
-    lease = None
-    if hw.accelerator == "gpu":
-        torch.set_float32_matmul_precision("high")
-        if hw.devices == 1 and torch.cuda.device_count() > 1 and "SLURM_JOB_ID" not in os.environ:
-            lease = GpuLease(torch.cuda.device_count())
-            devices = [lease.index]
-    L.seed_everything(int(cfg.seed), workers=True, verbose=False)
-
-    dm = LMDataModule(cfg.data, seq_len=mcfg.seq_len, seed=int(cfg.seed))
-    dm.prepare_data()
-    dm.setup("fit")
+    share_cpu_threads(run.hw)
+    L.seed_everything(run.seed, workers=True, verbose=False)
+    run.data.prepare_data()
+    run.data.setup("fit")  # a corpus too small for the settings fails here, before the run directory is written
     if step_times:
         step_times.mark("data_ready")
-    flops = count_flops(mcfg)
-    peak, peak_source = peak_flops(hw.accelerator, hw.precision, t.get("peak_flops"), _cache_dir(cfg))
-    module = LMModule(
-        mcfg, dict(cfg.optim), seed=int(cfg.seed), total_steps=total_steps, tokens_per_step=tokens_per_step,
-        val_bytes_per_token=dm.val_bytes_per_token, log_every=int(t.log_every), compile=bool(t.compile),
-        fingerprint=config,
-    )
-    thr = ThroughputMonitor(tokens_per_step, flops.training, peak, hw.devices * int(t.get("num_nodes", 1)),
-                            log_every=int(t.log_every), peak_source=peak_source)
-    ckpt_cb = PeriodicCheckpoint(run_dir / CKPT_DIR / LAST_CKPT, int(t.ckpt_every), int(t.val_every))
-    (run_dir / CKPT_DIR).mkdir(parents=True, exist_ok=True)
+    if global_rank() == 0:
+        write_json_atomic(run.run_dir / RUN_CONFIG_FILE, run.config)
+    devices, lease = claim_devices(run.hw)
+    try:
+        return _fit(run, plan, devices, started, [*([step_times] if step_times else []), *(callbacks or [])])
+    finally:
+        if lease is not None:
+            lease.release()
 
-    loggers: list = []
-    lcfg = cfg.logger
-    if lcfg.get("csv"):
-        loggers.append(RunCSVLogger(run_dir, resume_step=resumed_from))
-    if lcfg.get("wandb") and is_rank_zero:
-        loggers.append(make_wandb_logger(to_container(lcfg.wandb), run_dir, str(cfg.name), run_dir.name,
-                                         _tags(config, mcfg.ffn), config))
 
-    patch_ddp_child_command()
-    trainer = L.Trainer(
-        accelerator=hw.accelerator,
-        devices=devices,
-        num_nodes=int(t.get("num_nodes", 1)),
-        strategy=hw.strategy,
-        precision=hw.precision,
-        max_steps=total_steps,
-        max_epochs=-1,
-        val_check_interval=int(t.val_every),
-        check_val_every_n_epoch=None,
-        num_sanity_val_steps=0,
-        logger=loggers or False,
-        callbacks=[thr, ckpt_cb, *([step_times] if step_times else []), *(callbacks or [])],
-        enable_checkpointing=False,  # PeriodicCheckpoint writes last.ckpt atomically
-        enable_progress_bar=bool(t.progress_bar),
-        enable_model_summary=False,
-        log_every_n_steps=int(t.log_every),
-        use_distributed_sampler=False,  # the data module shards its own batches
-        default_root_dir=str(run_dir),
-    )
+def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, callbacks: list[L.Callback]) -> RunResult:
+    """Build the model and the Trainer, train (validating at step 0 on a fresh start and at the last step), and
+    record the run, whatever happens to it (a failure, Ctrl-C, divergence)."""
+    t, dm, is_rank_zero = run.trainer, run.data, global_rank() == 0
+    flops = count_flops(run.model)
+    peak, peak_source = peak_flops(run.hw.accelerator, run.hw.precision, t.peak_flops,
+                                   Path(str(run.config["data"]["cache_dir"])).expanduser())
+    module = LMModule(run.model, run.optim, seed=run.seed, total_steps=run.total_steps,
+                      tokens_per_step=run.tokens_per_step, val_bytes_per_token=dm.val_bytes_per_token,
+                      log_every=t.log_every, compile=t.compile, fingerprint=run.config)
+    thr = ThroughputMonitor(run.tokens_per_step, flops.training, peak, run.hw.devices * t.num_nodes,
+                            log_every=t.log_every, peak_source=peak_source)
+    ckpt_cb = PeriodicCheckpoint(last_checkpoint(run.run_dir), t.ckpt_every, t.val_every)
+    ckpt_cb.path.parent.mkdir(parents=True, exist_ok=True)
+    loggers = make_loggers(run.config["logger"], run.run_dir, run.config, run.model.ffn, plan.resumed_from,
+                           is_rank_zero)
+    trainer = _trainer(run, devices, loggers, [thr, ckpt_cb, *callbacks])
     if is_rank_zero:
-        print(f"ffnbench: {run_dir.name}: {mcfg.ffn.label}, d_ff={size_ffn(mcfg.ffn, mcfg.d_model).d_ff}, "
-              f"{count_params(mcfg).total:,} params, {total_steps} steps × {tokens_per_step} tokens on "
-              f"{hw.accelerator} ({hw.precision}); peak {peak or 0:.3g} FLOP/s ({peak_source})")
+        m = run.model
+        print(f"ffnbench: {run.run_dir.name}: {m.ffn.label}, d_ff={size_ffn(m.ffn, m.d_model).d_ff}, "
+              f"{count_params(m).total:,} params, {run.total_steps} steps × {run.tokens_per_step} tokens on "
+              f"{run.hw.accelerator} ({run.hw.precision}); peak {peak or 0:.3g} FLOP/s ({peak_source})")
 
     status, error, exit_code = "failed", None, 1
     try:
@@ -307,8 +144,7 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[st
         status = "finished" if module.status == "running" else module.status
         if status == "finished" and (not module.val_history or module.val_history[-1]["step"] != trainer.global_step):
             trainer.validate(module, datamodule=dm, verbose=False)  # the final metrics are at the last step
-        if status == "diverged":
-            error = getattr(module, "divergence", None)
+        error = module.divergence if status == "diverged" else None
         exit_code = 0
     except BaseException as e:  # record the failure (Ctrl-C and SystemExit included), then let it propagate
         error = f"{type(e).__name__}: {e}"
@@ -317,50 +153,63 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> dict[st
         raise
     finally:
         module.status = status
-        result = build_result(status, config, run_dir, mcfg, module, dm, thr, hw, started, tokens_per_step,
-                              total_steps, resumed_from, error)
+        result = RunResult.from_training(
+            status, error=error, config=run.config, run_dir=run.run_dir, model=run.model,
+            history=module.val_history, last_train_loss=module.last_train_loss,
+            steps=module.global_step if module._trainer is not None else 0, tokens_per_step=run.tokens_per_step,
+            total_steps=run.total_steps, resumed_from=plan.resumed_from,
+            data={**dm.info, "val_bytes_per_token": dm.val_bytes_per_token}, throughput=thr.summary(),
+            hw=run.hw, started=started)
         if is_rank_zero:
-            write_json_atomic(run_dir / RESULT_FILE, result)
-            finish_wandb(exit_code, summary=_summary(result))
-        if lease is not None:
-            lease.release()
+            result.write(run.run_dir)
+            finish_wandb(exit_code, summary=result.wandb_summary())
     if is_rank_zero:
-        m = result["metrics"]
-        print(f"ffnbench: {status}: val loss {m['final_val_loss']}, val bpb {m['final_val_bpb']} → "
-              f"{run_dir / RESULT_FILE}")
+        print(f"ffnbench: {status}: val loss {result.metrics['final_val_loss']}, val bpb "
+              f"{result.metrics['final_val_bpb']} → {run.run_dir / RESULT_FILE}")
     return result
 
 
-def _summary(result: dict) -> dict[str, Any]:
-    thr = result.get("throughput") or {}
-    stats = (result.get("ffn_stats") or {}).get("final") or {}
-    return {
-        **{summary_key(k): v for k, v in result["metrics"].items()},
-        "status": result["status"],
-        "tokens": result["tokens"],
-        "params/total": result["params"]["total"],
-        "params/ffn_per_layer": result["ffn"]["params_per_layer"],
-        "ffn/d_ff": result["ffn"]["d_ff"],
-        "perf/tokens_per_s": thr.get("tokens_per_s"),
-        "perf/mfu": thr.get("mfu"),
-        **{f"final/ffn_{k}": v for k, v in (stats.get("mean") or {}).items()},
-    }
+def _trainer(run: Run, devices: int | list[int], loggers: list, callbacks: list[L.Callback]) -> L.Trainer:
+    t = run.trainer
+    patch_ddp_child_command()
+    return L.Trainer(
+        accelerator=run.hw.accelerator,
+        devices=devices,
+        num_nodes=t.num_nodes,
+        strategy=run.hw.strategy,
+        precision=run.hw.precision,
+        max_steps=run.total_steps,
+        max_epochs=-1,
+        val_check_interval=t.val_every,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        logger=loggers or False,
+        callbacks=callbacks,
+        enable_checkpointing=False,  # PeriodicCheckpoint writes last.ckpt atomically
+        enable_progress_bar=t.progress_bar,
+        enable_model_summary=False,
+        log_every_n_steps=t.log_every,
+        use_distributed_sampler=False,  # the data module shards its own batches
+        default_root_dir=str(run.run_dir),
+    )
 
 
-def _cache_dir(cfg: DictConfig) -> Path:
-    return Path(str(cfg.data.cache_dir)).expanduser()
+# ---- the command line ----------------------------------------------------------------------------------------
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
-def main(cfg: DictConfig) -> str:
+def _hydra_main(cfg: DictConfig) -> str:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    hc = HydraConfig.get()
+    multirun = hc.mode == RunMode.MULTIRUN
     try:
-        return train(cfg)["status"]
+        return train(cfg).status
     except FFNBenchError as e:
         print(f"ffnbench: error: {e}", file=sys.stderr)
+        # Hydra made the run directory before train() could refuse the run: do not leave it behind.
+        remove_failed_start(Path(hc.runtime.output_dir), {f"{hc.job.name}.log"}, stop_at=Path(str(cfg.runs_root)))
         if multirun:
             return "failed"  # one bad run does not stop the sweep; the sweep summary counts it
         sys.exit(2)
@@ -369,6 +218,13 @@ def main(cfg: DictConfig) -> str:
             traceback.print_exc()
             return "failed"
         raise
+
+
+def main() -> None:
+    """`python -m ffnbench.train [-m] [overrides]`. The overrides are composed once before Hydra starts, so that
+    any that cannot be (an unknown option of a config group, a key that does not exist) is one line and exit 2."""
+    user_errors_exit(check_overrides)(sys.argv[1:])
+    _hydra_main()
 
 
 if __name__ == "__main__":

@@ -1,15 +1,34 @@
 """Fixtures shared by the test modules."""
 
+import errno
 import socket
 
 import pytest
 
+NO_DNS = "Name or service not known (no network in tests)"
+
 
 @pytest.fixture
 def no_network(monkeypatch):
-    """Every connection attempt fails at once, as on an offline machine (DNS failure)."""
+    """Every way out to the network fails at once, as on an offline machine: name lookups fail (DNS), and
+    connecting any socket but a local (AF_UNIX) one finds the network unreachable."""
 
-    def refuse(*args, **kwargs):
-        raise socket.gaierror(-2, "Name or service not known (no network in tests)")
+    def no_dns(*args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, NO_DNS)
 
-    monkeypatch.setattr(socket, "create_connection", refuse)
+    connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def refuse_connect(sock, address):
+        if sock.family == socket.AF_UNIX:
+            return connect(sock, address)
+        raise OSError(errno.ENETUNREACH, "Network is unreachable (no network in tests)")
+
+    def refuse_connect_ex(sock, address):
+        if sock.family == socket.AF_UNIX:
+            return connect_ex(sock, address)
+        return errno.ENETUNREACH  # connect_ex reports the failure as an errno instead of raising
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    monkeypatch.setattr(socket, "create_connection", no_dns)
+    monkeypatch.setattr(socket.socket, "connect", refuse_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse_connect_ex)

@@ -1,15 +1,21 @@
-"""Each claim's rule on small synthetic sweeps with known answers, and the analytic claims."""
+"""The claims: every registered claim against its known answers (tests/fixtures/claims/known_answers.py),
+the rules shared by all claims, the registry itself, and the run and pairing types they are built on."""
 
-import json
+import math
+import re
+from pathlib import Path
 
 import pytest
-from fixtures.report.synthetic import SEED_LUCK, make_record, sweep_records
+from fixtures.claims.known_answers import KNOWN_ANSWERS, KnownAnswer, losses, lr_grid, write_alignment
+from fixtures.report.synthetic import make_record, sweep_records
 
-from ffnbench.claims import CLAIM_IDS, CLAIMS, Run, evaluate, linear_collapse_error
-from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from ffnbench.claims import CLAIM_IDS, CLAIMS, Claim, Evidence, Run, evaluate, linear_collapse_error, registry
+from ffnbench.claims.bias import bias_free_key
+from ffnbench.claims.pairing import matched_key
+from ffnbench.result import RunResult
+from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
 
-SEEDS = (0, 1, 2)
-WIGGLE = (0.002, -0.001, 0.0)  # per-seed noise on top of the seed's luck, so differences are not points
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "claims.md"
 
 
 def verdicts(records, bench_files=()):
@@ -17,9 +23,7 @@ def verdicts(records, bench_files=()):
     return {r.claim.id: r for r in results}
 
 
-def losses(act, base, seeds=SEEDS, wiggle=WIGGLE, **factors):
-    """One record per seed: base loss + the seed's luck (shared by every variant) + a little noise."""
-    return [make_record(act, s, base + SEED_LUCK[s] + wiggle[s % len(wiggle)], **factors) for s in seeds]
+# ---- the registry ---------------------------------------------------------------------------------------
 
 
 def test_registry_covers_the_design_claims():
@@ -29,29 +33,93 @@ def test_registry_covers_the_design_claims():
         assert c.command.startswith(("make sweep EXP=", "python -m ffnbench params", "make bench"))
 
 
-def test_analytic_claims_are_supported_without_any_run():
-    results = verdicts([])
-    for cid in ("C2", "C10", "C11", "C12"):
-        assert results[cid].verdict.verdict == SUPPORTED, (cid, results[cid].verdict)
-    assert "11008" in results["C2"].effect and "4,831,838,208" in results["C11"].verdict.reason
-    assert linear_collapse_error() < 1e-12
+def test_every_registered_claim_has_known_answers():
+    assert set(KNOWN_ANSWERS) == set(CLAIM_IDS)
+    assert all(KNOWN_ANSWERS[c.id] for c in CLAIMS)
+
+
+def _doc_sections() -> dict[str, str]:
+    parts = re.split(r"^## (C\d+) ", DOCS.read_text(), flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=CLAIM_IDS)
+def test_every_source_points_at_its_section_of_docs_claims_md(claim):
+    """A report's source line names docs/claims.md §<id> and the same article sections that section lists."""
+    match = re.fullmatch(rf"docs/claims\.md §{claim.id} \(articles? (.+)\)", claim.source)
+    assert match, claim.source
+    section = _doc_sections()[claim.id]
+    assert f"**Sources:** {match.group(1)}\n" in section
+    for article in re.findall(r"\b00\d\b", match.group(1)):
+        assert f"| {article} |" in DOCS.read_text()  # listed among the articles
+
+
+def test_a_claim_is_rejected_with_an_unknown_kind_or_without_its_experiment():
+    fields = dict(id="X", statement="s", source="docs", needs="n", rule="r", why="w", evaluate=lambda obs: Evidence())
+    with pytest.raises(ValueError, match="kind 'measured'"):
+        Claim(kind="measured", **fields)
+    with pytest.raises(ValueError, match="names the experiment"):
+        Claim(kind="trained", **fields)
+
+
+def test_a_claim_added_through_the_registry_alone_is_evaluated(monkeypatch):
+    """One registry entry is all a new claim needs to be evaluated with the others."""
+    def gelu_under_3(obs):
+        gelu = [r for r in obs.runs if r.act == "gelu" and r.usable]
+        if not gelu:
+            return Evidence()
+        worst = max(r.loss for r in gelu)
+        return Evidence(parts=[("gelu below 3 nats", Verdict(SUPPORTED if worst < 3 else CONTRADICTED,
+                                                             f"worst gelu loss {worst:.2f}"))],
+                        effect=f"worst gelu loss {worst:.2f}", n=len({r.seed for r in gelu}), details=["- gelu"])
+
+    extra = Claim(id="C99", statement="GELU stays below 3 nats.", source="docs/claims.md §C99 (article 000)",
+                  kind="trained", experiment="activations", needs="gelu runs", rule="supported if every gelu run "
+                  "ends below 3 nats", why="a test claim", evaluate=gelu_under_3)
+    monkeypatch.setattr(registry, "CLAIMS", (*registry.CLAIMS, extra))
+    results = verdicts(losses("gelu", 2.5))
+    assert list(results) == [*CLAIM_IDS, "C99"]
+    added = results["C99"]
+    assert added.claim is extra and added.verdict == Verdict(SUPPORTED, "gelu below 3 nats: worst gelu loss 2.52")
+    assert (added.effect, added.n, added.details) == ("worst gelu loss 2.52", 3, ["- gelu"])
+    assert verdicts([])["C99"].verdict.reason == "not in this sweep: run `make sweep EXP=activations`"
+
+
+# ---- known answers --------------------------------------------------------------------------------------
+
+CASES = [(cid, case) for cid, cases in KNOWN_ANSWERS.items() for case in cases]
+
+
+@pytest.mark.parametrize(("cid", "case"), CASES, ids=[f"{cid}-{case}" for cid, case in CASES])
+def test_known_answer(cid: str, case: KnownAnswer, tmp_path):
+    bench = [write_alignment(tmp_path, *case.alignment)] if case.alignment else []
+    result = verdicts(case.records(), bench)[cid]
+    assert result.verdict.verdict == case.verdict, result.verdict
+    text = "\n".join([result.verdict.reason, result.effect, *result.details])
+    for needle in case.needles:
+        assert needle in text, needle
+
+
+# ---- the rules every claim shares -----------------------------------------------------------------------
 
 
 def test_trained_claims_without_runs_name_the_sweep_to_run():
     results = verdicts([])
-    for cid, exp in (("C1", "widths"), ("C3", "activations"), ("C6", "sparsity"), ("C7", "bias"), ("C8", "depth"),
-                     ("C13", "linear")):
-        v = results[cid].verdict
-        assert v.verdict == INCONCLUSIVE and v.reason == f"not in this sweep: run `make sweep EXP={exp}`"
+    for c in CLAIMS:
+        if c.kind == "trained":
+            v = results[c.id].verdict
+            assert v.verdict == INCONCLUSIVE and v.reason == f"not in this sweep: run `make sweep EXP={c.experiment}`"
+        elif c.kind == "analytic":
+            assert results[c.id].verdict.verdict == SUPPORTED, (c.id, results[c.id].verdict)
 
 
 def test_full_synthetic_sweep_supports_every_trained_claim():
     results = verdicts(sweep_records())
-    for cid in CLAIM_IDS:
-        expected = INCONCLUSIVE if cid == "C9" else SUPPORTED
-        assert results[cid].verdict.verdict == expected, (cid, results[cid].verdict)
-        if CLAIMS[CLAIM_IDS.index(cid)].kind == "trained":
-            assert results[cid].n == 3
+    for c in CLAIMS:
+        expected = INCONCLUSIVE if c.kind == "benchmark" else SUPPORTED
+        assert results[c.id].verdict.verdict == expected, (c.id, results[c.id].verdict)
+        if c.kind == "trained":
+            assert results[c.id].n == 3
 
 
 def test_one_seed_sweep_has_no_supported_or_contradicted_trained_verdict():
@@ -63,116 +131,49 @@ def test_one_seed_sweep_has_no_supported_or_contradicted_trained_verdict():
             assert "1 seed" in results[c.id].effect, (c.id, results[c.id].effect)
 
 
-@pytest.mark.parametrize(("swiglu_minus_gelu", "expected"),
-                         [(-0.05, SUPPORTED), (0.05, CONTRADICTED), (0.0, INCONCLUSIVE)])
-def test_c3_swiglu_vs_gelu(swiglu_minus_gelu, expected):
-    records = losses("gelu", 3.05) + losses("swiglu", 3.05 + swiglu_minus_gelu, wiggle=(0.0, 0.002, -0.003))
-    result = verdicts(records)["C3"]
-    assert result.verdict.verdict == expected
-    assert "loss(gelu) − loss(swiglu)" in result.effect and result.n == 3
+def test_the_deciding_comparison_is_marked():
+    details = verdicts(lr_grid())["C4"].details
+    deciding = [line for line in details if "decides the verdict" in line]
+    assert len(deciding) == 1 and "each at its best lr (gelu 0.01, relu 0.003)" in deciding[0]
+    assert deciding[0].endswith("(n = 3) ← decides the verdict")
 
 
-def test_c3_refuses_an_unmatched_budget():
-    tight = {"ffn.max_mismatch": 1e-4}  # swiglu at d_model 32 is 0.78% off its budget
-    records = losses("gelu", 3.05, config=tight) + losses("swiglu", 2.95, config=tight)
-    v = verdicts(records)["C3"].verdict
-    assert v.verdict == INCONCLUSIVE and "budget not matched" in v.reason
+def test_linear_collapse_error_is_rounding_only():
+    assert linear_collapse_error() < 1e-12
 
 
-def test_c1_sweet_spot_and_its_contradiction():
-    def widths(l2, l4, l8):
-        return [rec for act in ("relu", "gelu") for ratio, base in ((2, l2), (8, l8))
-                for rec in losses(act, base, width=ratio)] + losses("relu", l4) + losses("gelu", l4)
-
-    assert verdicts(widths(3.30, 3.10, 3.05))["C1"].verdict.verdict == SUPPORTED  # budget-4 runs count as width 4
-    bad = verdicts(widths(3.30, 3.20, 2.90))["C1"]  # 4→8 buys more than 2→4: no diminishing returns
-    assert bad.verdict.verdict == CONTRADICTED and "Δ(2→4) − Δ(4→8)" in bad.verdict.reason
+# ---- runs and pairing -----------------------------------------------------------------------------------
 
 
-def test_c1_at_a_fixed_budget_a_beaten_4x_contradicts():
-    n = {"non_embedding_params": 20000}
-    records = [rec for act in ("relu", "gelu") for ratio, base in ((2, 3.0), (4, 3.1), (8, 3.2))
-               for rec in losses(act, base, width=ratio, **n)]
-    v = verdicts(records)["C1"].verdict
-    assert v.verdict == CONTRADICTED and "beaten by 2×" in v.reason
+def test_run_from_result_keeps_the_record_and_reads_its_fields():
+    result = RunResult.from_json(make_record("swiglu", seed=2, loss=3.25, lr=1e-2, bias=True))
+    run = Run.from_result(result)
+    assert run.result is result
+    assert (run.name, run.act, run.seed, run.lr, run.bias, run.gated, run.sizing, run.ratio) == \
+        ("swiglu-b4-bias-lr0.01-L2-s2", "swiglu", 2, 0.01, True, True, "budget", 4.0)
+    assert run.loss == 3.25 and run.usable and run.factor("model.n_layer") == 2
 
 
-def test_c4_uses_the_lr_grid_and_counts_divergences():
-    records = (losses("relu", 3.10) + losses("gelu", 3.05) + losses("relu", 3.20, lr=1e-2)
-               + losses("gelu", 3.00, lr=1e-2))
-    result = verdicts(records)["C4"]
-    assert result.verdict.verdict == SUPPORTED
-    assert any("each at its best lr (gelu 0.01, relu 0.003)" in line and "decides" in line for line in result.details)
-    unstable = records + [make_record("gelu", s, None, lr=3e-2, status="diverged") for s in SEEDS]
-    v = verdicts(unstable)["C4"].verdict
-    assert v.verdict == CONTRADICTED and "diverged runs: gelu 3, relu 0" in v.reason
+def test_run_with_a_non_finite_loss_is_not_usable():
+    record = make_record("gelu", loss=3.0)
+    record["metrics"]["final_val_loss"] = math.nan
+    run = Run.from_record(record)
+    assert run.loss is None and not run.usable
 
 
-@pytest.mark.parametrize(("relu_zero", "gelu_zero", "expected"),
-                         [(0.5, 0.0, SUPPORTED), (0.5, 0.01, CONTRADICTED), (0.85, 0.0, CONTRADICTED),
-                          (0.65, 0.0, INCONCLUSIVE)])
-def test_c5_zero_fractions(relu_zero, gelu_zero, expected):
-    records = [make_record("relu", s, 3.1, zero_init=relu_zero + 0.001 * s) for s in SEEDS]
-    records += [make_record("gelu", s, 3.0, zero_init=gelu_zero) for s in SEEDS]
-    assert verdicts(records)["C5"].verdict.verdict == expected
+def test_run_from_an_incomplete_record_names_the_missing_field():
+    record = make_record("gelu")
+    del record["ffn"]["d_ff"]
+    with pytest.raises(KeyError, match="d_ff"):
+        Run.from_record(record)
 
 
-@pytest.mark.parametrize(("dead", "expected"), [(0.5, SUPPORTED), (0.1, CONTRADICTED), (0.41, INCONCLUSIVE)])
-def test_c6_dead_units_at_the_largest_lr(dead, expected):
-    records = [make_record("relu", s, 3.1, lr=1e-3, dead=0.02) for s in SEEDS]
-    records += [make_record("relu", s, 3.3, lr=3e-2, dead=dead + (0.01, -0.01, 0.005)[s]) for s in SEEDS]
-    result = verdicts(records)["C6"]
-    assert result.verdict.verdict == expected and "lr 0.03" in result.effect
-
-
-def test_c6_needs_an_lr_grid():
-    v = verdicts([make_record("relu", s, 3.1) for s in SEEDS])["C6"].verdict
-    assert v.verdict == INCONCLUSIVE and "needs ≥ 2 learning rates" in v.reason
-
-
-@pytest.mark.parametrize(("cost", "expected"), [(0.001, SUPPORTED), (0.05, CONTRADICTED)])
-def test_c7_biases(cost, expected):
-    records = []
-    for act in ("relu", "gelu"):
-        records += losses(act, 3.1, bias=True) + losses(act, 3.1 + cost, wiggle=(0.0021, -0.0012, 0.0003))
-    result = verdicts(records)["C7"]
-    assert result.verdict.verdict == expected
-    assert any("tokens/s with bias" in line for line in result.details)
-
-
-def test_c8_depth_interaction():
-    records = (losses("relu", 3.10) + losses("swish", 3.06) + losses("relu", 2.95, n_layer=4)
-               + losses("swish", 2.85, n_layer=4, wiggle=(0.001, 0.0, -0.002)))
-    result = verdicts(records)["C8"]
-    assert result.verdict.verdict == SUPPORTED and "depth interaction" in result.effect
-    shallow_only = verdicts(losses("relu", 3.10) + losses("swish", 3.06))["C8"].verdict
-    assert shallow_only.verdict == INCONCLUSIVE and "needs two depths" in shallow_only.reason
-
-
-def test_c13_linear_control():
-    records = losses("linear", 3.4) + losses("gelu", 3.05) + losses("swiglu", 3.0, wiggle=(0.0, 0.001, 0.002))
-    result = verdicts(records)["C13"]
-    assert result.verdict.verdict == SUPPORTED and "a linear FFN is one d×d map" in result.verdict.reason
-
-
-def alignment(tmp_path, accelerator, ns):
-    rows = [{"d_ff": d, "multiple_of": m, "ms_median": 1.0, "ms_iqr": 0.02, "params": 2 * 256 * d,
-             "ns_per_param": v} for (d, m), v in zip(((682, 1), (704, 64), (768, 256)), ns)]
-    path = tmp_path / "bench" / accelerator / "alignment.json"
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"machine": {"label": accelerator, "accelerator": accelerator,
-                                            "gpu": "H100" if accelerator == "gpu" else None, "cpu": "EPYC",
-                                            "torch": "2.13"}, "rows": rows}))
-    return path
-
-
-@pytest.mark.parametrize(("accelerator", "ns", "expected", "needle"), [
-    ("gpu", (2.0, 1.5, 1.4), SUPPORTED, "2 of 2 aligned"),
-    ("gpu", (2.0, 2.0, 2.01), CONTRADICTED, "0 of 2 aligned"),
-    ("gpu", (2.0, 1.5, 2.0), INCONCLUSIVE, "1 of 2 aligned"),
-    ("cpu", (2.0, 1.5, 1.4), INCONCLUSIVE, "no tensor cores"),
-])
-def test_c9_alignment_benchmark(tmp_path, accelerator, ns, expected, needle):
-    result = verdicts([], bench_files=[alignment(tmp_path, accelerator, ns)])["C9"]
-    assert result.verdict.verdict == expected and needle in result.verdict.reason
-    assert any("| 682 |" in line for line in result.details)  # the numbers are shown, CPU ones too
+def test_pair_keys_say_what_was_held_fixed():
+    run = Run.from_record(make_record("relu", multiple_of=64))
+    setting = "micro (d_model 32, 2 layers)"
+    assert matched_key(run).describe() == f"{setting}, budget 4× (params of a 4·d ungated FFN), no FFN bias, " \
+                                          "d_ff multiple of 64"
+    assert bias_free_key(run).describe() == f"{setting}, act relu, budget 4× (params of a 4·d ungated FFN), " \
+                                            "d_ff multiple of 64"
+    gated_by_width = Run.from_record(make_record("swiglu", width=4))
+    assert matched_key(gated_by_width) is None  # matches no ungated budget

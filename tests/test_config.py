@@ -4,11 +4,17 @@ import pytest
 
 from ffnbench.config import (
     MAX_NAME_EXTRAS,
+    OptimConfig,
+    TrainerConfig,
+    check_overrides,
     compose,
     ffn_spec,
     identity_diff,
     model_config,
+    optim_config,
     run_name,
+    run_seed,
+    trainer_config,
 )
 from ffnbench.errors import ConfigError
 
@@ -35,7 +41,7 @@ def test_run_names_say_the_ffn_and_seed_and_stay_short():
     long = ",".join(f"key{i}=value{i}" for i in range(20))
     name = run_name("relu", 2, None, False, 1, "none", 1, long)
     assert len(name) < 40 and name.startswith("relu-w2-nobias-o") and name.endswith("-s1")
-    assert name == run_name("relu", 2, None, False, 1, "none", 1, long)  # stable: a rerun finds it
+    assert name == "relu-w2-nobias-o2b296ae52d-s1"  # a hash of the overrides: stable, so a rerun finds it
     assert len(long) > MAX_NAME_EXTRAS
 
 
@@ -66,3 +72,87 @@ def test_model_config_solves_d_model_for_a_fixed_budget():
     cfg = compose(["model=tiny", "ffn=gelu", "ffn.width=8", "model.non_embedding_params=500000"])
     mcfg = model_config(cfg, 256)
     assert mcfg.d_model != 128 and mcfg.d_model % mcfg.n_head == 0
+
+
+def test_the_default_optim_and_trainer_configs_are_typed():
+    cfg = compose([])
+    assert optim_config(cfg.optim) == OptimConfig(lr=0.003, min_lr_ratio=0.1, warmup_steps=50, weight_decay=0.1,
+                                                  betas=(0.9, 0.95), eps=1e-8, grad_clip=1.0)
+    t = trainer_config(compose(["trainer=ddp"]).trainer)
+    assert (t.strategy, t.devices, t.max_tokens, t.max_steps, t.val_every) == ("ddp", 2, 1_000_000, None, 100)
+    assert isinstance(optim_config({**cfg.optim, "lr": 1}).lr, float)  # an lr of 1 is 1.0
+    assert trainer_config({**cfg.trainer, "precision": 32}).precision == "32"  # precision=32 on the command line
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("optim.lr=-1", "optim.lr: must be > 0, got -1"),
+        ("optim.lr=0", "optim.lr: must be > 0, got 0"),
+        ("optim.lr=fast", "optim.lr: expected a number, got 'fast'"),
+        ("optim.betas=[0.9,1.5]", "optim.betas[1]: must be in [0, 1), got 1.5"),
+        ("optim.betas=[1.0,0.9]", "optim.betas[0]: must be in [0, 1), got 1.0"),
+        ("optim.betas=[0.9]", "optim.betas: expected two numbers [beta1, beta2], got [0.9]"),
+        ("optim.weight_decay=-0.1", "optim.weight_decay: must be ≥ 0, got -0.1"),
+        ("optim.warmup_steps=-1", "optim.warmup_steps: must be an integer ≥ 0, got -1"),
+        ("optim.min_lr_ratio=1.5", "optim.min_lr_ratio: must be in [0, 1], got 1.5"),
+        ("optim.eps=0", "optim.eps: must be > 0, got 0"),
+        ("optim.grad_clip=-1", "optim.grad_clip: must be > 0, got -1 (null turns clipping off)"),
+        ("+optim.momentum=0.9", "optim.momentum: unknown setting; optim has: lr, min_lr_ratio"),
+    ],
+)
+def test_bad_optim_settings_name_the_field(override, message):
+    with pytest.raises(ConfigError) as info:
+        optim_config(compose([override]).optim)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("trainer.max_steps=0", "trainer.max_steps: must be a positive integer, got 0"),
+        ("trainer.max_tokens=-5", "trainer.max_tokens: must be > 0, got -5"),
+        ("trainer.max_tokens=null", "trainer.max_tokens: no training budget"),
+        ("trainer.val_every=0", "trainer.val_every: must be a positive integer, got 0"),
+        ("trainer.ckpt_every=-1", "trainer.ckpt_every: must be a positive integer, got -1"),
+        ("trainer.log_every=2.5", "trainer.log_every: must be a positive integer, got 2.5"),
+        ("trainer.devices=0", "trainer.devices: must be a positive integer, got 0"),
+        ("trainer.num_nodes=0", "trainer.num_nodes: must be a positive integer, got 0"),
+        ("trainer.precision=fp8", "trainer.precision: unknown precision 'fp8'; known: auto, 64-true"),
+        ("trainer.accelerator=tpu", "trainer.accelerator: expected auto, cpu or gpu, got 'tpu'"),
+        ("trainer.compile=yes", "trainer.compile: expected true or false, got 'yes'"),
+        ("trainer.peak_flops=0", "trainer.peak_flops: must be > 0, got 0"),
+        ("+trainer.epochs=1", "trainer.epochs: unknown setting"),
+    ],
+)
+def test_bad_trainer_settings_name_the_field(override, message):
+    with pytest.raises(ConfigError) as info:
+        trainer_config(compose([override]).trainer)
+    assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+def test_the_seed_is_a_non_negative_integer():
+    assert run_seed({"seed": 3}) == 3
+    for bad in (-1, 1.5, "one", True):
+        with pytest.raises(ConfigError, match=f"^seed: must be an integer ≥ 0, got {bad!r}"):
+            run_seed({"seed": bad})
+
+
+def test_the_budget_in_steps():
+    assert TrainerConfig(max_tokens=1000).total_steps(256) == 4  # rounded up
+    assert TrainerConfig(max_tokens=1000, max_steps=7).total_steps(256) == 7  # steps win
+    assert TrainerConfig(max_tokens=1e-9).total_steps(256) == 1
+
+
+def test_command_lines_are_composed_before_hydra_starts():
+    check_overrides(["ffn=relu", "optim.lr=0.01"])
+    check_overrides(["-m", "ffn=relu,gelu", "seed=range(0,3)"])
+    check_overrides(["--cfg", "job", "ffn=nope"])  # Hydra's own flags: Hydra answers
+    for args in (["ffn=nope"], ["-m", "ffn=relu,nope"], ["--multirun", "seed=0,1", "ffn=nope"]):
+        with pytest.raises(ConfigError, match="Could not find 'ffn/nope'") as info:
+            check_overrides(args)
+        assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="Could not override 'optim.nope'"):
+        check_overrides(["optim.nope=1"])
+    with pytest.raises(ConfigError, match="seed=0,1"):  # a sweep without -m
+        check_overrides(["seed=0,1"])

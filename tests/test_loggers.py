@@ -1,11 +1,13 @@
 """Loggers: wandb's mode follows the credentials, and a resumed run's metrics.csv keeps its rows."""
 
 import csv
+from pathlib import Path
 
 import pytest
 
 from ffnbench.errors import ConfigError
-from ffnbench.loggers import RunCSVLogger, wandb_mode, wandb_run_id
+from ffnbench.ffn import FFNSpec
+from ffnbench.loggers import RunCSVLogger, wandb_mode, wandb_run_id, wandb_tags
 
 
 def test_wandb_is_offline_without_credentials(monkeypatch, tmp_path):
@@ -22,8 +24,17 @@ def test_wandb_is_offline_without_credentials(monkeypatch, tmp_path):
         wandb_mode("sometimes")
 
 
-def test_wandb_run_id_is_stable_per_run_dir(tmp_path):
-    assert wandb_run_id(tmp_path / "a") == wandb_run_id(tmp_path / "a") != wandb_run_id(tmp_path / "b")
+def test_wandb_run_id_is_stable_per_run_dir():
+    # sha1 of the resolved path: the same directory gives the same id in any process, so a resume continues it
+    assert wandb_run_id(Path("/runs/quick/gelu-b4-nobias-s0")) == "72f93194b88fbba4"
+    assert wandb_run_id(Path("/runs/quick/./relu-b4-nobias-s0")) == "ec65cc038cfaec99"
+
+
+def test_wandb_tags_say_the_ffn_size_and_seed():
+    config = {"model": {"name": "tiny"}, "seed": 2}
+    assert wandb_tags(config, FFNSpec("swiglu", budget=8 / 3, bias=True)) == [
+        "act:swiglu", "budget:2.66667", "bias:on", "size:tiny", "seed:2"]
+    assert wandb_tags({"model": {}, "seed": 0}, FFNSpec("relu", width=4))[1:4] == ["width:4", "bias:off", "size:custom"]
 
 
 def rows(path):

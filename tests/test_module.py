@@ -1,14 +1,16 @@
-"""The LightningModule's pieces: the schedule, the optimizer's decay groups, bits per byte."""
+"""The LightningModule's pieces: the schedule, the optimizer's decay groups and settings, bits per byte."""
 
 import itertools
 import math
 
 import pytest
+import torch
 
-from ffnbench.data import bits_per_byte
+from ffnbench.config import OptimConfig
 from ffnbench.ffn import FFNSpec
 from ffnbench.model import ModelConfig
 from ffnbench.module import LMModule, lr_factor
+from ffnbench.tokenizer import bits_per_byte
 
 
 def test_warmup_then_cosine_to_the_floor():
@@ -23,9 +25,10 @@ def test_warmup_then_cosine_to_the_floor():
 def test_no_weight_decay_on_norms_biases_and_embeddings():
     ffn = FFNSpec("swiglu", budget=4, bias=True)
     cfg = ModelConfig(vocab_size=32, seq_len=8, d_model=16, n_layer=2, n_head=2, ffn=ffn)
-    optim = {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1, "warmup_steps": 2,
-             "min_lr_ratio": 0.1, "grad_clip": 1.0}
+    optim = OptimConfig(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, warmup_steps=2, min_lr_ratio=0.1,
+                        grad_clip=1.0)
     module = LMModule(cfg, optim, seed=0, total_steps=10, tokens_per_step=8)
+    assert module.status == "running" and module.divergence is None
     decay, no_decay = module.configure_optimizers()["optimizer"].param_groups
     names = {id(p): n for n, p in module.model.named_parameters()}
     decayed = {names[id(p)] for p in decay["params"]}
@@ -35,6 +38,22 @@ def test_no_weight_decay_on_norms_biases_and_embeddings():
     assert len(decayed) + len(no_decay["params"]) == len(names)
 
 
+def test_the_optimizer_gets_the_settings_and_the_schedule_starts_the_warmup():
+    cfg = ModelConfig(vocab_size=32, seq_len=8, d_model=16, n_layer=1, n_head=2)
+    optim = {"lr": 2e-3, "betas": [0.8, 0.9], "eps": 1e-6, "weight_decay": 0.05, "warmup_steps": 4,
+             "min_lr_ratio": 0.2, "grad_clip": None}  # a mapping is checked into an OptimConfig
+    module = LMModule(cfg, optim, seed=0, total_steps=10, tokens_per_step=8)
+    assert module.optim == OptimConfig(lr=2e-3, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.05, warmup_steps=4,
+                                       min_lr_ratio=0.2, grad_clip=None)
+    configured = module.configure_optimizers()
+    group = configured["optimizer"].param_groups[0]
+    assert (group["betas"], group["eps"], group["weight_decay"]) == ((0.8, 0.9), 1e-6, 0.05)
+    assert group["lr"] == pytest.approx(2e-3 * 1 / 4)  # LambdaLR applies step 0's factor at once
+    assert group["initial_lr"] == 2e-3
+
+
 def test_bits_per_byte():
     assert bits_per_byte(math.log(2), 1.0) == pytest.approx(1.0)
     assert bits_per_byte(2.0, 4.0) == pytest.approx(2.0 / (math.log(2) * 4.0))
+    assert bits_per_byte(2.0, 1.0) == pytest.approx(2.0 / math.log(2))  # byte level: BPB = loss / ln 2
+    assert bits_per_byte(torch.tensor(3.0), 3.0).item() == pytest.approx(1 / math.log(2))  # tensors too

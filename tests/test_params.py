@@ -5,20 +5,13 @@ import sys
 
 import pytest
 
-from ffnbench.accounting import count_params
-from ffnbench.params import derivations, reference_models
+from ffnbench.params import derivations
 
 
-def test_reference_models_reproduce_the_documents():
-    refs = {r.name: count_params(r.cfg) for r in reference_models()}
-    assert refs["BERT-base"].ffn_per_layer == 4_722_432
-    assert refs["BERT-base"].attention_per_layer == 2_362_368
-    assert refs["GPT-2 small"].ffn_per_layer == 4_722_432
-    assert refs["LLaMA-7B"].ffn_per_layer == 135_266_304
-    assert refs["LLaMA-7B"].d_ff == 11008
-    assert refs["BERT-base"].ffn_per_layer * 4 == 18_889_728  # ≈ 18.9 MB
-    assert refs["BERT-base"].ffn_total * 4 == 226_676_736  # ≈ 227 MB for 12 layers
-    assert "10922.67" in derivations()[0] and "11008 (= 43·256)" in derivations()[0]
+def test_derivations_recompute_the_documents_sizing_facts():
+    llama, swiglu = derivations()
+    assert "2/3·4·4096 = 10922.67" in llama and "11008 (= 43·256)" in llama
+    assert "d_ff = 2048, 3·d·d_ff = 4,718,592 = 8·d² = 4,718,592" in swiglu and "2·d·4d = 4,718,592" in swiglu
 
 
 def run_params(*args):

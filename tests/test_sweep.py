@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from rich.console import Console
 
 from ffnbench import sweep
 from ffnbench.config import compose
 from ffnbench.errors import ConfigError
-from ffnbench.records import RESULT_FILE, SWEEP_MANIFEST
-from ffnbench.sweeper import expand_grids
+from ffnbench.records import SWEEP_MANIFEST
+from ffnbench.result import RESULT_FILE
+from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
 EXPECTED_RUNS = {  # the grids of conf/experiment/*.yaml, counted by hand
     "quick": 3 * 3 + 2 * 2 + 2 + 2,
@@ -65,6 +67,32 @@ def test_the_quick_grid_covers_every_factor_of_the_mission():
 def test_command_line_overrides_win_over_the_grid():
     runs, _ = sweep.plan("activations", None, ["seed=0", "ffn=relu,gelu"])
     assert sorted(r.run_dir.name for r in runs) == ["gelu-b4-nobias-s0", "relu-b4-nobias-s0"]
+
+
+def test_a_dry_run_plans_without_importing_lightning(tmp_path):
+    code = ("import runpy, sys; sys.argv = ['ffnbench.sweep', 'quick', '--dry-run']; "
+            "runpy.run_module('ffnbench.sweep', run_name='__main__'); "
+            "print('imported:', sorted(m for m in sys.modules if m.split('.')[0] == 'lightning'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "quick: 17 runs: 0 skipped (already done), 0 resumed, 17 started" in out.stdout
+    assert out.stdout.splitlines()[-1] == "imported: []"
+
+
+def test_the_outcome_counts_what_each_result_says(tmp_path):
+    runs = [sweep.PlannedRun([], tmp_path / name, "start") for name in ("a", "b", "c", "d")]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / RESULT_FILE).write_text(json.dumps({"status": "finished", "tokens": 100, "wall_time_s": 2.0,
+                                                          "metrics": {"final_val_loss": 1.25}}))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / RESULT_FILE).write_text(json.dumps({"status": "diverged", "tokens": 50}))
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / RESULT_FILE).write_text("{")
+    console = Console(width=140, record=True)
+    assert sweep.print_outcome(runs, console) == {"finished": 1, "diverged": 1, "corrupt": 1, "missing": 1}
+    text = console.export_text()
+    assert "1.2500" in text
+    assert "runs by status: 1 corrupt, 1 diverged, 1 finished, 1 missing; 150 tokens; 2 s of training wall time" in text
 
 
 def run_sweep(*args, tmp: Path, timeout=600):

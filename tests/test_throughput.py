@@ -1,17 +1,21 @@
-"""Peak FLOP/s: the GPU table, and a CPU probe cache that keeps its best reading."""
+"""Throughput and MFU: the GPU peak table, a CPU probe cache that keeps its best reading, and the monitor's
+tokens/s and MFU against their formulas, on a fake clock."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from ffnbench import throughput
-from ffnbench.throughput import cpu_peak_flops, gpu_peak_flops
+from ffnbench.throughput import ThroughputMonitor, cpu_peak_flops, gpu_peak_flops
 
 
 @pytest.mark.parametrize(
     ("name", "precision", "peak"),
     [("NVIDIA H100 80GB HBM3", "bf16-mixed", 989e12), ("NVIDIA H100 PCIe", "bf16-mixed", 756e12),
-     ("NVIDIA H200", "bf16-mixed", 989e12), ("NVIDIA A100-SXM4-80GB", "bf16-mixed", 312e12),
+     ("NVIDIA H200", "bf16-mixed", 989e12), ("NVIDIA GH200 480GB", "bf16-mixed", 989e12),
+     ("NVIDIA A100-SXM4-80GB", "bf16-mixed", 312e12),
      ("NVIDIA A100-SXM4-80GB", "32-true", 156e12), ("NVIDIA L40S", "bf16-mixed", 362e12),
      ("NVIDIA A10G", "bf16-mixed", 70e12), ("Some Future GPU", "bf16-mixed", None)],
 )
@@ -36,3 +40,130 @@ def test_a_damaged_probe_cache_is_measured_again(tmp_path, monkeypatch):
 
 def test_configured_peak_wins():
     assert throughput.peak_flops("cpu", "32-true", 1e12, None) == (1e12, "config (trainer.peak_flops)")
+
+
+def test_no_gpu_row_hides_another():
+    """The first row whose name is in the device name wins: a row after a shorter name inside it (GH200 after
+    H200) could never be reached, and a repeated name is a typo."""
+    names = [name.lower() for name, _, _ in throughput.GPU_PEAK_FLOPS]
+    assert len(names) == len(set(names))
+    for i, name in enumerate(names):
+        hiding = [earlier for earlier in names[:i] if earlier in name]
+        assert not hiding, f"{name!r} is shadowed by {hiding}"
+
+
+# ---- ThroughputMonitor, driven through its Lightning hooks with a fake trainer and a fake clock ---------------
+
+TOKENS_PER_STEP, FLOPS_PER_TOKEN, PEAK, WORLD = 128, 1000.0, 1e6, 2
+
+
+class Clock:
+    """Seconds that move only when the test says so (binary fractions: every sum below is exact)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Module:
+    """The LightningModule side: what the monitor logs."""
+
+    def __init__(self):
+        self.logged: list[tuple[int, dict]] = []
+        self.trainer = None
+
+    def log_dict(self, metrics, **kwargs):
+        self.logged.append((self.trainer.global_step, dict(metrics)))
+
+
+class Run:
+    """A fake trainer and the hook order Lightning follows: batch start, (work), global_step += 1 (the optimizer
+    step), batch end; validation after a batch end; train end."""
+
+    def __init__(self, monitor, max_steps, start_step=0):
+        self.monitor, self.clock, self.module = monitor, monitor.clock, Module()
+        self.trainer = SimpleNamespace(global_step=start_step, max_steps=max_steps,
+                                       strategy=SimpleNamespace(root_device=torch.device("cpu")))
+        self.module.trainer = self.trainer
+        monitor.on_train_start(self.trainer, self.module)
+
+    def steps(self, n, seconds_each):
+        for _ in range(n):
+            self.monitor.on_train_batch_start(self.trainer, self.module, None, 0)
+            self.clock.now += seconds_each
+            self.trainer.global_step += 1
+            self.monitor.on_train_batch_end(self.trainer, self.module, None, None, 0)
+
+    def validate(self, seconds):
+        self.monitor.on_validation_start(self.trainer, self.module)
+        self.clock.now += seconds
+
+    def end(self):
+        self.monitor.on_train_end(self.trainer, self.module)
+        return self.monitor.summary()
+
+
+def monitor(peak=PEAK, **kwargs):
+    return ThroughputMonitor(TOKENS_PER_STEP, FLOPS_PER_TOKEN, peak, WORLD, clock=Clock(), **kwargs)
+
+
+def test_throughput_and_mfu_are_the_formula_over_the_timed_steps_only():
+    run = Run(monitor(skip_steps=5, log_every=10), max_steps=100)
+    run.steps(5, seconds_each=10.0)  # warm-up (compile, caches): not timed
+    run.steps(5, seconds_each=0.5)
+    run.validate(seconds=100.0)  # not timed
+    run.steps(10, seconds_each=0.25)
+    summary = run.end()
+
+    steps, seconds = 20 - 5, 5 * 0.5 + 10 * 0.25
+    tokens_per_s = TOKENS_PER_STEP * steps / seconds
+    assert summary == {
+        "tokens_per_s": tokens_per_s,
+        "mfu": FLOPS_PER_TOKEN * tokens_per_s / (PEAK * WORLD),
+        "measured_steps": steps,
+        "measured_seconds": seconds,
+        "skipped_warmup_steps": 5,
+        "peak_flops": PEAK,
+        "flops_per_token": FLOPS_PER_TOKEN,
+        "peak_source": None,
+    }
+    # Each log covers the steps since the previous one: steps 6-10 at 0.5 s, then 11-20 at 0.25 s.
+    window = lambda n, s: {"perf/tokens_per_s": TOKENS_PER_STEP * n / s,
+                           "perf/mfu": FLOPS_PER_TOKEN * (TOKENS_PER_STEP * n / s) / (PEAK * WORLD)}
+    assert run.module.logged == [(10, window(5, 2.5)), (20, window(10, 2.5))]
+
+
+def test_without_a_peak_there_is_no_mfu():
+    run = Run(monitor(peak=None, skip_steps=1, log_every=4), max_steps=100)
+    run.steps(4, seconds_each=1.0)
+    summary = run.end()
+    assert summary["mfu"] is None and summary["tokens_per_s"] == TOKENS_PER_STEP * 3 / 3.0
+    assert run.module.logged == [(4, {"perf/tokens_per_s": TOKENS_PER_STEP * 3 / 3.0})]
+
+
+def test_a_resumed_run_times_only_its_own_steps():
+    run = Run(monitor(skip_steps=5), max_steps=100, start_step=50)  # restored from a step-50 checkpoint
+    run.steps(5, seconds_each=10.0)
+    run.steps(4, seconds_each=0.5)
+    summary = run.end()
+    assert (summary["measured_steps"], summary["measured_seconds"], summary["skipped_warmup_steps"]) == (4, 2.0, 5)
+    assert summary["tokens_per_s"] == TOKENS_PER_STEP * 4 / 2.0
+
+
+def test_a_short_run_skips_a_quarter_of_its_steps():
+    run = Run(monitor(skip_steps=5), max_steps=8)
+    run.steps(2, seconds_each=10.0)  # min(5, 8 // 4) = 2 warm-up steps
+    run.steps(6, seconds_each=0.5)
+    summary = run.end()
+    assert (summary["skipped_warmup_steps"], summary["measured_steps"], summary["measured_seconds"]) == (2, 6, 3.0)
+
+
+def test_a_run_too_short_to_time_records_nothing():
+    run = Run(monitor(skip_steps=5), max_steps=1)
+    run.steps(1, seconds_each=1.0)  # the only step is the warm-up
+    summary = run.end()
+    assert summary == {"tokens_per_s": None, "mfu": None, "measured_steps": 0, "measured_seconds": 0.0,
+                       "peak_flops": PEAK, "peak_source": None}
+    assert run.module.logged == []

@@ -1,6 +1,6 @@
 """Tokenizers: ids, lossless round trips, exact byte lengths per token, a cached BPE, gpt2 offline."""
 
-import time
+import socket
 
 import numpy as np
 import pytest
@@ -8,6 +8,8 @@ import pytest
 from ffnbench.errors import ConfigError, DataError
 from ffnbench.tokenizer import (
     BPE_FILE,
+    GPT2_URLS,
+    PROBE_TIMEOUT_S,
     BPETokenizer,
     ByteTokenizer,
     TiktokenTokenizer,
@@ -92,10 +94,19 @@ def test_tiktoken_wrapper_on_a_toy_encoding():
 
 def test_gpt2_offline_fails_fast_with_the_fix(tmp_path, monkeypatch, no_network):
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # an empty tiktoken cache
-    start = time.perf_counter()
+    probes = []
+
+    def unreachable(address, timeout=None, *args, **kwargs):
+        probes.append((address, timeout))
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    monkeypatch.setattr("tiktoken.get_encoding", lambda *a, **k: pytest.fail("tiktoken was asked to download"))
     with pytest.raises(DataError) as e:
         load_tokenizer({"tokenizer": "gpt2"}, tmp_path)
-    assert time.perf_counter() - start < 1
+    # Fast: one probe of the download host, bounded by its timeout, and no download attempt with its retries.
+    assert probes == [((GPT2_URLS[0].split("/")[2], 443), PROBE_TIMEOUT_S)]
+    assert PROBE_TIMEOUT_S <= 5
     msg = str(e.value)
     for needle in ("data.tokenizer=gpt2", "come from the network", "unreachable", "TIKTOKEN_CACHE_DIR",
                    "data.tokenizer=byte", "data.tokenizer=bpe"):

@@ -1,9 +1,9 @@
-"""The union-of-grids expansion the sweeper and the planner share."""
+"""The union-of-grids expansion the Hydra sweeper (GridSweeper) and the sweep planner share."""
 
 import pytest
 
 from ffnbench.errors import ConfigError
-from ffnbench.sweeper import expand_grids
+from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
 
 def test_one_grid_is_the_cartesian_product():
@@ -29,3 +29,13 @@ def test_command_line_values_win_and_booleans_are_hydra_booleans():
 def test_params_and_grids_together_are_refused():
     with pytest.raises(ConfigError, match="not both"):
         expand_grids({"seed": "0"}, [{"seed": "1"}], [])
+
+
+def test_the_sweeper_config_names_this_class():
+    from omegaconf import OmegaConf
+
+    from ffnbench.config import CONF_DIR
+    from hydra_plugins.ffnbench_sweeper.grid_sweeper import GridSweeper
+
+    target = OmegaConf.load(CONF_DIR / "hydra" / "sweeper" / "ffnbench.yaml")["_target_"]
+    assert target == f"{GridSweeper.__module__}.{GridSweeper.__qualname__}"

@@ -1,0 +1,57 @@
+"""Benchmark 4, d_ff alignment (claim C9): one SwiGLU layer at d_ff = 682 / 704 / 768 (a multiple of 1 / 64 / 256),
+its time and its time per parameter. The report reads alignment.json for C9."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ffnbench.bench.session import BenchSession
+from ffnbench.bench.timing import LayerTrial, interleaved, load_snapshot, quartiles
+
+ALIGNMENT_ROWS = ((682, 1), (704, 64), (768, 256))  # SwiGLU at d_model 256: 2/3·4·256 = 682.7 rounded three ways
+WARMUP_CALLS = 5
+
+
+def measure(session: BenchSession) -> dict[str, Any]:
+    """The alignment record: settings, load, one row per (d_ff, multiple_of) of ALIGNMENT_ROWS, notes."""
+    from ffnbench.ffn import FeedForward, FFNSpec, ffn_matmul_params
+
+    s = session.sizes
+    d = s.align_d_model
+    load = {"before": load_snapshot()}
+    trials, specs = {}, {}
+    for d_ff, multiple_of in ALIGNMENT_ROWS:
+        spec = FFNSpec(act="swiglu", width=d_ff / d, multiple_of=multiple_of)  # exactly d_ff (d_ff / d is exact)
+        torch.manual_seed(0)
+        ffn = FeedForward(d, spec)
+        if ffn.size.d_ff != d_ff:
+            raise RuntimeError(f"alignment benchmark: ffn.width={d_ff / d} gave d_ff={ffn.size.d_ff}, not {d_ff}")
+        specs[d_ff] = (spec, ffn.size)
+        trials[d_ff] = LayerTrial(session, ffn, s.align_tokens, d, s.align_inner)
+    for trial in trials.values():
+        trial.warm_up(WARMUP_CALLS)
+    results = interleaved(trials, s.align_reps)
+    load["after"] = load_snapshot()
+    rows = []
+    for d_ff, multiple_of in ALIGNMENT_ROWS:
+        ms = quartiles([1e3 * v for v in results[d_ff]])
+        spec, size = specs[d_ff]
+        matmul = ffn_matmul_params(d, d_ff, True)
+        rows.append({"d_ff": d_ff, "multiple_of": multiple_of, "ms_median": ms["median"], "ms_iqr": ms["iqr"],
+                     "ms": ms, "params": size.params, "ns_per_param": ms["median"] * 1e6 / size.params,
+                     "tflops": 6 * s.align_tokens * matmul / (ms["median"] / 1e3) / 1e12,
+                     "d_model": d, "tokens": s.align_tokens, "act": spec.act})
+    notes = [f"one SwiGLU FFN layer (no bias), d_model={d}, {s.align_tokens} tokens, forward + backward"
+             f"{' under bf16 autocast' if session.gpu else ' in fp32'}; median ± IQR/2 of {s.align_reps} interleaved "
+             f"repetitions of {s.align_inner} calls; ns/param = median time ÷ FFN parameters",
+             "682 = 2/3·4·256 truncated (ffn.budget=4 with multiple_of=1 gives 683); 704 and 768 are the multiples of "
+             "64 and 256 above it"]
+    if not session.gpu:
+        notes.append("CPU: no tensor cores, so claim C9 is not tested here (the report marks it inconclusive); the "
+                     "rows show how this CPU's GEMMs treat the three sizes")
+    settings = {"d_model": d, "tokens": s.align_tokens, "act": "swiglu", "bias": False, "reps": s.align_reps,
+                "inner": s.align_inner, "warmup_calls": WARMUP_CALLS, "device": str(session.device),
+                "dtype": "bf16 autocast" if session.gpu else "fp32"}
+    return {"settings": settings, "load": load, "rows": rows, "notes": notes}

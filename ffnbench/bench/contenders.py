@@ -1,0 +1,210 @@
+"""The two contenders the benchmarks time against each other: the real pipeline (`ffnbench.train.train()`, as a
+user's run) and the minimal hand-written PyTorch loop over the same model, batches, optimizer and clipping."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import logging
+import math
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+
+import torch
+
+from ffnbench.bench.session import BenchSession
+from ffnbench.bench.timing import time_call
+from ffnbench.result import RunResult
+from ffnbench.throughput import sync
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[io.StringIO]:
+    """Swallow what train() and Lightning print (shown if the run fails)."""
+    buffer = io.StringIO()
+    names = ("lightning.pytorch", "lightning.fabric", "lightning")
+    levels = {name: logging.getLogger(name).level for name in names}
+    for name in names:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield buffer
+    except BaseException:
+        sys.stderr.write(buffer.getvalue()[-4000:])
+        raise
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def run_train(cfg, callbacks: list) -> RunResult:
+    """`ffnbench.train.train(cfg, callbacks)`, its record as a RunResult."""
+    from ffnbench.train import train
+
+    return train(cfg, callbacks=callbacks)
+
+
+def pipeline_overrides(session: BenchSession, model: str, batch_size: int | None = None) -> list[str]:
+    """The user's command for this model on this device (progress bar on), with the CSV logger only, plus what keeps
+    a benchmark run short: a small fixed validation set, and validation and checkpoints only outside the timed window
+    (at step 0 and at the end). Not wandb: its threads outlive the run (an asyncio loop, telemetry exporters) and
+    would perturb every later measurement in this process; its start-up is measured by the startup benchmark."""
+    return [
+        f"model={model}",
+        *session.trainer_overrides(),
+        "logger=csv",
+        "trainer.val_every=1000000",
+        "trainer.ckpt_every=1000000",
+        f"data.val_tokens={session.sizes.val_tokens}",
+        f"data.cache_dir={session.cache_dir}",
+        *([f"data.batch_size={batch_size}"] if batch_size else []),
+    ]
+
+
+def _step_clock(device: torch.device, first: int, last: int):
+    import lightning as L
+
+    class StepClock(L.Callback):
+        """perf_counter at the end of optimizer steps `first` and `last` (device synchronized there only)."""
+
+        def __init__(self) -> None:
+            self.times: dict[int, float] = {}
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            if trainer.global_step in (first, last):
+                sync(device)
+                self.times[trainer.global_step] = time.perf_counter()
+
+        def tokens_per_s(self, tokens_per_step: int) -> float:
+            if set(self.times) != {first, last}:
+                raise RuntimeError(f"benchmark run: steps {first} and {last} were not both timed ({self.times})")
+            return (last - first) * tokens_per_step / (self.times[last] - self.times[first])
+
+    return StepClock()
+
+
+_RUN_NUMBERS = itertools.count()
+
+
+class Pipeline:
+    """One repetition = one `ffnbench.train.train(cfg)` call, exactly as a user's run (same Trainer, module,
+    callbacks, loggers, data module), timed from the end of step `warmup` to the end of step `warmup + steps`.
+    Returns tokens/s; `last_result` is the last run's record, `monitor_readings` what its ThroughputMonitor said."""
+
+    def __init__(self, session: BenchSession, overrides: list[str], warmup: int, steps: int):
+        from ffnbench.config import compose
+
+        self.session, self.overrides, self.warmup, self.steps = session, overrides, warmup, steps
+        self.cfg = compose([*overrides, f"trainer.max_steps={warmup + steps}", f"run_dir={session.work / 'unused'}"])
+        self.batch_size, self.seq_len = int(self.cfg.data.batch_size), int(self.cfg.model.seq_len)
+        self.tokens_per_step = self.batch_size * self.seq_len
+        self.monitor_readings: list[float] = []
+        self.last_result: RunResult | None = None
+
+    def __call__(self) -> float:
+        from ffnbench.config import compose
+
+        run_dir = self.session.work / "runs" / f"pipeline-{next(_RUN_NUMBERS)}"  # always a fresh run, never a resume
+        cfg = compose([*self.overrides, f"trainer.max_steps={self.warmup + self.steps}", f"run_dir={run_dir}"])
+        clock = _step_clock(self.session.device, self.warmup, self.warmup + self.steps)
+        with _quiet():
+            result = run_train(cfg, [clock])
+        if result.status != "finished" or result.resumed_from_step is not None:
+            raise RuntimeError(f"benchmark run {run_dir} ended {result.status}: {result.error}")
+        self.last_result = result
+        if result.throughput and result.throughput.get("tokens_per_s"):
+            self.monitor_readings.append(result.throughput["tokens_per_s"])
+        return clock.tokens_per_s(self.tokens_per_step)
+
+
+class HandLoop:
+    """The minimal PyTorch training loop the pipeline is measured against: the same GPT, the same batches (the
+    data module's windows), the same AdamW and schedule (module.build_optimizer), the same gradient clipping,
+    bf16 autocast and compiled blocks on a GPU as the pipeline has there, and the loss read once per logging
+    window, as any loop that prints its loss does. Nothing else: no hooks, no logging, no checkpoints.
+
+    Args:
+        session: the device and precision.
+        cfg: the run's composed config (model, data, optim, trainer, seed).
+        mcfg: a model config to train instead of the one `cfg` gives (the variants benchmark swaps the FFN).
+        batches: batch i → (x, y); default: `data_batches(cfg)`.
+        compile: compile each block in place; default: on a GPU, as trainer=gpu does.
+    """
+
+    def __init__(self, session: BenchSession, cfg, mcfg=None, batches: Callable[[int], tuple] | None = None,
+                 compile: bool | None = None):
+        from ffnbench.config import model_config
+        from ffnbench.model import GPT
+        from ffnbench.module import build_optimizer
+        from ffnbench.tokenizer import vocab_size_for
+
+        self.session, self.device = session, session.device
+        self.mcfg = mcfg or model_config(cfg, vocab_size_for(cfg.data))
+        self.optim = dict(cfg.optim)
+        self.log_every = int(cfg.trainer.log_every)
+        self.total_steps = int(cfg.trainer.max_steps or 1000)
+        self.model = GPT(self.mcfg, seed=int(cfg.seed)).to(self.device)
+        if session.gpu if compile is None else compile:
+            for block in self.model.blocks:
+                block.compile()
+        self.optimizer, self.scheduler = build_optimizer(self.model, self.optim, self.total_steps, self.device)
+        self.batches = batches or data_batches(cfg, self.mcfg.seq_len, pin=session.gpu)
+        self.tokens_per_step = int(cfg.data.batch_size) * self.mcfg.seq_len
+        self.i = 0
+        self.loss: torch.Tensor | None = None
+
+    def step(self) -> None:
+        x, y = self.batches(self.i)
+        x = x.to(self.device, non_blocking=True)
+        y = y.to(self.device, non_blocking=True)
+        with self.session.autocast():
+            loss = self.model(x, y)
+        loss.backward()
+        clip = self.optim.get("grad_clip")
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip if clip else math.inf)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.loss = loss.detach()
+        if (self.i + 1) % self.log_every == 0:  # as often as the pipeline reads it
+            loss.item()
+        self.i += 1
+
+    def run(self, warmup: int, steps: int) -> float:
+        """Tokens/s over `steps` steps after `warmup` steps."""
+        for _ in range(warmup):
+            self.step()
+        seconds = time_call(self.step, self.device, inner=steps)
+        return self.tokens_per_step / seconds
+
+
+def data_batches(cfg, seq_len: int, pin: bool = False) -> Callable[[int], tuple[torch.Tensor, torch.Tensor]]:
+    """Training batch i of this config: the same windows the pipeline's data module serves (page-locked for a GPU,
+    as the data module's loader pins them there)."""
+    from ffnbench.data import LMDataModule, TokenWindows, TrainBatches
+
+    dm = LMDataModule(cfg.data, seq_len=seq_len, seed=int(cfg.seed))
+    dm.prepare_data()
+    dm.setup("fit")
+    stream = TrainBatches(TokenWindows(dm.train_tokens, seq_len), int(cfg.seed), int(cfg.data.batch_size))
+
+    def batch(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = stream.batch(i)
+        return (x.pin_memory(), y.pin_memory()) if pin else (x, y)
+
+    return batch
+
+
+def hand_trial(session: BenchSession, cfg, warmup: int, steps: int) -> Callable[[], float]:
+    """Tokens/s of a fresh hand loop per repetition (like a fresh run), warm-up steps excluded."""
+    batches = data_batches(cfg, int(cfg.model.seq_len), pin=session.gpu)
+
+    def trial() -> float:
+        loop = HandLoop(session, cfg, batches=batches)
+        return loop.run(warmup, steps)
+
+    return trial

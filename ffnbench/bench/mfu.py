@@ -1,0 +1,97 @@
+"""Benchmark 2, MFU: achieved model FLOP/s ÷ peak FLOP/s of the pipeline and of the hand loop. On a CPU the
+peak is throughput.py's probe (the best of timed 1024×1024 fp32 GEMMs, about a second each), run here as one more
+interleaved contender, so that it sees the same machine state as the models; on a GPU the datasheet bf16 peak."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ffnbench.bench.contenders import Pipeline, hand_trial, pipeline_overrides
+from ffnbench.bench.session import GOALS, BenchSession
+from ffnbench.bench.timing import interleaved, load_snapshot, quartiles
+from ffnbench.tables import fmt
+
+
+def gpu_peak(session: BenchSession) -> dict[str, Any]:
+    """The denominator of MFU on a GPU: the datasheet bf16 dense peak, and where it comes from."""
+    from ffnbench.throughput import gpu_peak_flops
+
+    name = torch.cuda.get_device_name(session.device)
+    peak = gpu_peak_flops(name, "bf16-mixed")
+    return {"peak_flops": peak,
+            "source": (f"datasheet bf16 dense peak of {name} (throughput.GPU_PEAK_FLOPS)" if peak
+                       else f"unknown GPU {name!r}: not in throughput.GPU_PEAK_FLOPS")}
+
+
+def cpu_peak(session: BenchSession, probe_readings: list[float]) -> dict[str, Any]:
+    """The denominator of MFU on a CPU: the best probe reading taken here, next to what training runs use."""
+    from ffnbench.throughput import cpu_peak_flops
+
+    return {"peak_flops": max(probe_readings),
+            "source": "measured: throughput.measure_cpu_peak_flops, the best reading",
+            "probe_readings": quartiles(probe_readings),
+            "probe": "fp32 torch.mm of two 1024×1024 matrices, 4 back-to-back per timing, best timing over "
+                     "about 1 s, with torch's default thread count; interleaved with the model runs",
+            # what training runs on this machine divide by (the best reading ever seen)
+            "training_runs_peak_flops": cpu_peak_flops(session.cache_dir),
+            "training_runs_peak_source": "throughput.cpu_peak_flops: the best probe reading ever cached "
+                                         "in data.cache_dir for this CPU, thread count and torch"}
+
+
+def _add_mfu(session: BenchSession, row: dict[str, Any], peak: float | None) -> None:
+    """MFU per repetition (tokens/s × FLOPs/token ÷ peak) of both contenders, and the goal at the tiny model."""
+    for who in ("hand", "pipeline"):
+        mfus = [t * row["flops_per_token"] / peak for t in row["raw"][who]] if peak else None
+        row[f"{who}_mfu"] = quartiles(mfus) if mfus else None
+        row[f"{who}_achieved_flops"] = row[f"{who}_tokens_per_s"]["median"] * row["flops_per_token"]
+    row["peak_flops"] = peak
+    if not session.gpu and row["model"] == "tiny" and row["pipeline_mfu"]:
+        row["goal"] = GOALS["cpu_mfu_tiny"]
+        row["meets_goal"] = row["pipeline_mfu"]["median"] >= GOALS["cpu_mfu_tiny"]
+
+
+def measure(session: BenchSession) -> dict[str, Any]:
+    """The MFU record: settings, load, one row per model of `sizes.mfu_models`, the peak, notes."""
+    from ffnbench.accounting import count_flops
+    from ffnbench.config import model_config
+    from ffnbench.throughput import measure_cpu_peak_flops
+    from ffnbench.tokenizer import vocab_size_for
+
+    s = session.sizes
+    rows, probe_readings = [], []
+    load = {"before": load_snapshot()}
+    for model, batch in s.mfu_models:
+        warmup, steps = s.mfu_steps[model]
+        pipeline = Pipeline(session, pipeline_overrides(session, model, batch), warmup, steps)
+        cfg = pipeline.cfg
+        mcfg = model_config(cfg, vocab_size_for(cfg.data))
+        flops = count_flops(mcfg)
+        trials: dict[str, Callable[[], float]] = {"hand": hand_trial(session, cfg, warmup, steps),
+                                                  "pipeline": pipeline}
+        if not session.gpu:
+            trials["probe"] = lambda: measure_cpu_peak_flops(seconds=0.3 if session.quick else 1.0)
+        results = interleaved(trials, s.mfu_reps)
+        probe_readings += results.get("probe", [])
+        rows.append({"model": model, "d_model": mcfg.d_model, "n_layer": mcfg.n_layer, "seq_len": mcfg.seq_len,
+                     "batch_size": batch, "flops_per_token": flops.training, "flops": flops.as_dict(),
+                     "hand_tokens_per_s": quartiles(results["hand"]),
+                     "pipeline_tokens_per_s": quartiles(results["pipeline"]),
+                     "raw": dict(results)})
+    peak_info = gpu_peak(session) if session.gpu else cpu_peak(session, probe_readings)
+    for row in rows:
+        _add_mfu(session, row, peak_info["peak_flops"])
+    load["after"] = load_snapshot()
+    notes = [f"peak {fmt(peak_info['peak_flops'], '.4g')} FLOP/s: {peak_info['source']}"]
+    if not session.gpu:
+        pr = peak_info["probe_readings"]
+        notes.append(f"probe readings: median {pr['median']:.4g}, IQR {pr['iqr']:.3g}, n={pr['n']}; training runs here "
+                     f"divide by the best cached reading, {peak_info['training_runs_peak_flops']:.4g} FLOP/s")
+    notes.append("model FLOPs per token = accounting.count_flops(...).training: 6 × matmul weights (tied head "
+                 "included) + the attention context term, at the model's seq_len")
+    settings = {"overrides": {m: pipeline_overrides(session, m, b) for m, b in s.mfu_models}, "steps": s.mfu_steps,
+                "reps": s.mfu_reps, "device": str(session.device), "compile": session.gpu,
+                "precision": session.precision}
+    return {"settings": settings, "load": load, "rows": rows, "peak": peak_info, "notes": notes}

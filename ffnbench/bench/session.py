@@ -1,0 +1,107 @@
+"""What one `python -m ffnbench.bench` invocation runs on and how big: the device, the sizes of every benchmark,
+the scratch and cache directories, and the goals the tables check."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+# What `make bench` aims for (README, "Benchmarks"); each table says whether it is met.
+GOALS = {"overhead_ratio": 0.95, "cpu_mfu_tiny": 0.7, "startup_s": 10.0, "cached_load_s": 1.0}
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much each benchmark does. `full` is what `make bench` runs; `quick` is for the tests."""
+
+    overhead_models: tuple[str, ...]
+    overhead_steps: dict[str, tuple[int, int]]  # model -> (warm-up steps, timed steps) per repetition
+    overhead_reps: int
+    mfu_models: tuple[tuple[str, int], ...]  # (model, global batch)
+    mfu_steps: dict[str, tuple[int, int]]
+    mfu_reps: int
+    variant_model: str
+    variant_batch: int
+    variants: tuple[str, ...] | None  # None: every variant of the registry
+    variant_compile: bool | tuple[str, ...]  # True: every variant compiled too; a tuple: only those
+    variant_layer_inner: int
+    variant_step_inner: int
+    variant_reps: int
+    align_d_model: int
+    align_tokens: int
+    align_inner: int
+    align_reps: int
+    startup_model: str
+    startup_reps: int
+    data_reps: int
+    val_tokens: int  # the pipeline's validation set: outside every timed window, kept small to save time
+
+
+def sizes_for(quick: bool, gpu: bool) -> Sizes:
+    """The sizes of a run: `quick` (seconds, for the tests), or the full ones for a GPU or a CPU."""
+    if quick:
+        return Sizes(
+            overhead_models=("micro",), overhead_steps={"micro": (2, 4)}, overhead_reps=2,
+            mfu_models=(("micro", 8),), mfu_steps={"micro": (2, 3)}, mfu_reps=2,
+            variant_model="micro", variant_batch=4, variants=("gelu", "swiglu"), variant_compile=("gelu",),
+            variant_layer_inner=2, variant_step_inner=1, variant_reps=2,
+            align_d_model=64, align_tokens=64, align_inner=2, align_reps=3,
+            startup_model="micro", startup_reps=1, data_reps=1, val_tokens=256,
+        )
+    if gpu:
+        return Sizes(
+            overhead_models=("tiny", "small"), overhead_steps={"tiny": (15, 100), "small": (10, 50)}, overhead_reps=5,
+            mfu_models=(("tiny", 32), ("small", 32)), mfu_steps={"tiny": (15, 100), "small": (10, 50)}, mfu_reps=5,
+            variant_model="small", variant_batch=32, variants=None, variant_compile=True,
+            variant_layer_inner=50, variant_step_inner=10, variant_reps=7,
+            align_d_model=256, align_tokens=65536, align_inner=50, align_reps=15,
+            startup_model="tiny", startup_reps=3, data_reps=3, val_tokens=4096,
+        )
+    return Sizes(
+        overhead_models=("tiny", "micro"), overhead_steps={"tiny": (4, 16), "micro": (20, 200)}, overhead_reps=6,
+        mfu_models=(("tiny", 32), ("small", 4)), mfu_steps={"tiny": (4, 16), "small": (3, 6)}, mfu_reps=3,
+        variant_model="tiny", variant_batch=32, variants=None, variant_compile=True,
+        variant_layer_inner=4, variant_step_inner=2, variant_reps=5,
+        align_d_model=256, align_tokens=2048, align_inner=4, align_reps=9,
+        startup_model="tiny", startup_reps=3, data_reps=3, val_tokens=4096,
+    )
+
+
+@dataclass(frozen=True)
+class BenchSession:
+    """One invocation of the benchmarks: the device they time, how big they are, and where they work.
+
+    Args:
+        device: the torch device every model and timed call runs on.
+        quick: the --quick sizes (also drops the slowest contenders of the startup benchmark).
+        sizes: how much each benchmark does (`sizes_for`).
+        work: scratch space for run directories and caches, deleted at the end.
+        cache_dir: the token cache the pipeline and the reference loop read (the user's data.cache_dir).
+    """
+
+    device: torch.device
+    quick: bool
+    sizes: Sizes
+    work: Path
+    cache_dir: Path
+
+    @property
+    def gpu(self) -> bool:
+        return self.device.type == "cuda"
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """bf16 autocast on a GPU (as trainer=gpu trains), nothing on the CPU (fp32)."""
+        if self.gpu:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def trainer_overrides(self) -> list[str]:
+        """The trainer a user gets on this device: trainer=gpu (bf16-mixed, compiled blocks) or the CPU (fp32)."""
+        return ["trainer=gpu"] if self.gpu else ["trainer.accelerator=cpu"]
+
+    @property
+    def precision(self) -> str:
+        return "bf16-mixed" if self.gpu else "32-true"

@@ -1,0 +1,147 @@
+"""C3, C4, C8, C13: one activation against another at a matched parameter budget, paired by seed
+(docs/claims.md §C3, §C4, §C8, §C13)."""
+
+from __future__ import annotations
+
+from ffnbench import stats
+from ffnbench.claims.claim import Evidence, Observations, min_n
+from ffnbench.claims.formatting import fmt_interval, fmt_mean_std
+from ffnbench.claims.pairing import Comparison, PairKey, act_is, compare_sides, matched_key, primary, without_factor
+from ffnbench.claims.runs import summary_of
+from ffnbench.ffn import FeedForward, FFNSpec
+from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
+
+
+def comparison_claim(obs: Observations, a: str, b: str, what: str) -> tuple[Evidence, Comparison | None]:
+    """The shared shape of "a beats b" claims: every matched comparison of b − a, the primary one deciding
+    (rule: supported if its 95% CI lies above 0, contradicted if below 0, after the budget-match check)."""
+    comps = compare_sides(obs.runs, act_is(a), act_is(b), matched_key, (a, b))
+    best = primary(comps, obs.base_setting)
+    ev = Evidence()
+    if best is None:
+        return ev, None
+    ev.parts.append((what, best.verdict()))
+    ev.effect = f"{what} = {fmt_interval(best.diff)}"
+    ev.n = best.diff.n
+    ev.details = [c.line(what, c is best) for c in comps]
+    return ev, best
+
+
+def c3(obs: Observations) -> Evidence:
+    return comparison_claim(obs, "swiglu", "gelu", "loss(gelu) − loss(swiglu)")[0]
+
+
+def _stability(obs: Observations, key: PairKey, acts: tuple[str, ...]) -> tuple[list[str], dict[str, int]]:
+    """Over the lr grid of one matched setting: per activation, the lrs run, diverged runs, and the spread of
+    the mean final loss across lrs."""
+    lines = ["", "| variant | lr | finished | diverged | val loss (mean ± std) |", "|---|---|---|---|---|"]
+    diverged: dict[str, int] = {}
+    for act in acts:
+        runs = [r for r in obs.runs if r.act == act and matched_key(r) == key]
+        diverged[act] = sum(r.status == "diverged" for r in runs)
+        means = []
+        for lr in sorted({r.lr for r in runs}):
+            at = [r for r in runs if r.lr == lr]
+            s = summary_of(at)
+            means += [s.mean] if s.mean is not None else []
+            lines.append(f"| {act} | {lr:g} | {sum(r.usable for r in at)} | {sum(r.status == 'diverged' for r in at)} "
+                         f"| {fmt_mean_std(s)} |")
+        spread = f"{max(means) - min(means):.4f} nats" if len(means) >= 2 else "n/a"
+        lines.insert(0, f"- {act}: {diverged[act]} diverged run(s); spread of the mean final loss across lrs: {spread}")
+    return lines, diverged
+
+
+def c4(obs: Observations) -> Evidence:
+    ev, best = comparison_claim(obs, "gelu", "relu", "loss(relu) − loss(gelu)")
+    if best is None:
+        return ev
+    lrs = {act: {r.lr for r in obs.runs if r.act == act and matched_key(r) == best.key} for act in ("relu", "gelu")}
+    if min(len(v) for v in lrs.values()) >= 2:
+        lines, diverged = _stability(obs, best.key, ("relu", "gelu"))
+        ev.details += ["", f"Stability over the lr grid ({best.key.describe()}):", *lines]
+        if diverged["gelu"] != diverged["relu"]:
+            fewer = diverged["gelu"] < diverged["relu"]
+            ev.parts.append(("stability", Verdict(SUPPORTED if fewer else CONTRADICTED,
+                                                  f"diverged runs: gelu {diverged['gelu']}, relu {diverged['relu']}")))
+    else:
+        ev.details.append("- stability: no lr grid for both relu and gelu in this sweep (`make sweep EXP=lr`)")
+    return ev
+
+
+def c8(obs: Observations) -> Evidence:
+    comps = compare_sides(obs.runs, act_is("swish"), act_is("relu"), matched_key, ("swish", "relu"))
+    ev = Evidence()
+    if not comps:
+        return ev
+    what = "loss(relu) − loss(swish)"
+    depths = sorted({c.key.factor("model.n_layer") for c in comps})
+    deciding = []
+    for depth in depths:
+        best = primary([c for c in comps if c.key.factor("model.n_layer") == depth], obs.base_setting)
+        ev.parts.append((f"swish beats relu at {depth} layers", best.verdict()))
+        ev.n = min_n(ev.n, best.diff.n)
+        deciding.append(best)
+        ev.effect += f"{'; ' if ev.effect else f'{what}: '}{depth} layers {fmt_interval(best.diff)}"
+    ev.details = [c.line(what, any(c is d for d in deciding)) for c in comps]
+    if len(depths) < 2:
+        ev.parts.append(("more so in deeper networks",
+                         Verdict(INCONCLUSIVE, "needs two depths: run `make sweep EXP=depth`")))
+        return ev
+    shallow, deep = _depth_pair(comps, depths[0], depths[-1])
+    if shallow is None:
+        ev.parts.append(("more so in deeper networks",
+                         Verdict(INCONCLUSIVE, "no pair of depths with otherwise equal settings")))
+        return ev
+    d_s, d_d = shallow.seed_diffs, deep.seed_diffs
+    interaction = stats.one_sample({s: d_d[s] - d_s[s] for s in set(d_s) & set(d_d)})
+    ev.parts.append((f"advantage larger at {depths[-1]} than at {depths[0]} layers", stats.verdict_better(interaction)))
+    ev.n = min_n(ev.n, interaction.n)
+    ev.effect += f"; depth interaction = {fmt_interval(interaction)}"
+    ev.details.append(f"- depth interaction: [loss(relu) − loss(swish)] at {depths[-1]} layers minus at {depths[0]} "
+                      f"layers = {fmt_interval(interaction)} (n = {interaction.n})")
+    return ev
+
+
+def _depth_pair(comps: list[Comparison], shallow: int, deep: int) -> tuple[Comparison | None, Comparison | None]:
+    """Two comparisons at the given depths that agree on everything else, with the most shared seeds."""
+    def rest(c: Comparison) -> tuple:
+        return (without_factor(c.key, "model.n_layer"), c.lr)
+
+    pairs = [(s, d) for s in comps for d in comps
+             if s.key.factor("model.n_layer") == shallow and d.key.factor("model.n_layer") == deep
+             and rest(s) == rest(d)]
+    if not pairs:
+        return None, None
+    return max(pairs, key=lambda p: len(set(p[0].seed_diffs) & set(p[1].seed_diffs)))
+
+
+def c13(obs: Observations) -> Evidence:
+    ev = Evidence()
+    for other in ("gelu", "swiglu"):
+        part, best = comparison_claim(obs, other, "linear", f"loss(linear) − loss({other})")
+        ev.parts += [(f"linear worse than {other}", v) for _, v in part.parts]
+        ev.details += part.details
+        if best is not None:
+            ev.n = min_n(ev.n, part.n)
+            ev.effect += f"{'; ' if ev.effect else ''}{part.effect}"
+    err = linear_collapse_error()
+    ev.parts.append(("a linear FFN is one d×d map", Verdict(SUPPORTED if err < 1e-9 else CONTRADICTED,
+                                                             f"relative max |FFN(x) − (xWᵀ + b)| = {err:.1e}")))
+    ev.details.append(f"- analytic: a `linear` FeedForward (d_model 64, d_ff 256, biases) equals the single affine "
+                      f"map W = W_down·W_up, b = W_down·b_up + b_down: relative max difference {err:.1e} (float64)")
+    return ev
+
+
+def linear_collapse_error(d_model: int = 64) -> float:
+    """Build a `linear` FFN, compose its two matrices into one, and compare the outputs on random inputs."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    ffn = FeedForward(d_model, FFNSpec("linear", width=4, bias=True)).double()
+    with torch.no_grad():
+        for p in ffn.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
+        w = ffn.w_down.weight @ ffn.w_up.weight
+        b = ffn.w_down.weight @ ffn.w_up.bias + ffn.w_down.bias
+        x = torch.randn(32, d_model, generator=gen, dtype=torch.float64)
+        return float((ffn(x) - (x @ w.T + b)).abs().max() / (x @ w.T + b).abs().max())

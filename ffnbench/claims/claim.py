@@ -1,0 +1,104 @@
+"""What a claim is (its registry entry), what its evaluator reads and returns, and how its evidence becomes
+a verdict under the uniform rules."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from ffnbench import stats
+from ffnbench.claims.runs import Run, Setting
+from ffnbench.stats import INCONCLUSIVE, Verdict
+
+KINDS = ("analytic", "trained", "benchmark")
+
+
+@dataclass(frozen=True)
+class Observations:
+    """What the claims are judged on: the sweep's finished and diverged runs (the loss statistics use the
+    finished ones) and the alignment benchmark files found for C9."""
+
+    runs: tuple[Run, ...]
+    bench_files: tuple[Path, ...] = ()
+
+    @cached_property
+    def base_setting(self) -> Setting | None:
+        """The sweep's most common setting among usable runs: where a claim's deciding comparison is taken
+        when others tie."""
+        counts = Counter(r.setting for r in self.runs if r.usable)
+        return min(counts, key=lambda s: (-counts[s], str(s))) if counts else None
+
+
+@dataclass
+class Evidence:
+    """What a claim's rule found: its parts (a conjunction), the headline effect, the seeds behind it
+    (None: no runs of this claim in the sweep) and the numbers behind it (markdown lines)."""
+
+    parts: list[tuple[str, Verdict]] = field(default_factory=list)
+    effect: str = ""
+    n: int | None = None
+    details: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Claim:
+    """One registry entry. `statement` is the claim in the project's words, `source` points at its section
+    of docs/claims.md, `rule` and `why` are printed beside the verdict, and `evaluate` reads the
+    observations into evidence."""
+
+    id: str
+    statement: str
+    source: str
+    kind: str  # analytic | trained | benchmark
+    experiment: str | None = None  # the sweep that tests a trained claim (conf/experiment/<name>.yaml)
+    needs: str  # which runs
+    rule: str
+    why: str
+    evaluate: Callable[[Observations], Evidence] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.id}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.kind == "trained" and not self.experiment:
+            raise ValueError(f"claim {self.id}: a trained claim names the experiment that tests it")
+
+    @property
+    def command(self) -> str:
+        """The command that produces what this claim is judged on."""
+        if self.kind == "analytic":
+            return "python -m ffnbench params"
+        if self.kind == "benchmark":
+            return "make bench"
+        return f"make sweep EXP={self.experiment}"
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    claim: Claim
+    verdict: Verdict
+    effect: str
+    n: int | None
+    details: list[str]
+
+
+def evaluate_claim(claim: Claim, obs: Observations) -> ClaimResult:
+    """The claim's evidence combined into one verdict: its parts' conjunction; a trained claim with no runs
+    is inconclusive with the command that makes them, and one with fewer than two seeds is at most
+    inconclusive."""
+    ev = claim.evaluate(obs)
+    if claim.kind == "trained" and ev.n is None:
+        reason = f"not in this sweep: run `make sweep EXP={claim.experiment}`"
+        return ClaimResult(claim, Verdict(INCONCLUSIVE, reason), ev.effect or f"n/a: {reason}", None, ev.details)
+    verdict = stats.combine(ev.parts)
+    if claim.kind == "trained" and (ev.n or 0) < 2 and verdict.verdict != INCONCLUSIVE:
+        verdict = Verdict(INCONCLUSIVE, f"{stats.ONE_SEED} (would be {verdict.verdict}: {verdict.reason})")
+    return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details)
+
+
+def min_n(*ns: int | None) -> int | None:
+    """The fewest seeds among the parts that have a count (None when none has)."""
+    present = [n for n in ns if n is not None]
+    return min(present) if present else None

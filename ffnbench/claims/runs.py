@@ -1,0 +1,177 @@
+"""A run as the claims see it, and the per-seed statistics every claim takes of a set of runs."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ffnbench import stats
+from ffnbench.result import RunResult
+from ffnbench.stats import Summary
+
+DEFAULT_MAX_MISMATCH = 0.02  # train.yaml's ffn.max_mismatch, for records that lack it
+# The model factors a run's setting names: runs that agree on all of them are comparable.
+MODEL_FACTORS = ("name", "d_model", "n_layer", "n_head", "seq_len", "non_embedding_params")
+
+Setting = tuple[tuple[str, Any], ...]  # (("model.name", "small"), ...): hashable, in MODEL_FACTORS order
+
+
+def finite(x: Any) -> bool:
+    """A real number (not a bool) that is neither NaN nor infinite."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+@dataclass(frozen=True, eq=False)  # a run is itself: compared and hashed by identity
+class Run:
+    """What the claims and the report need from one run's record (finished or diverged)."""
+
+    name: str
+    status: str
+    seed: int
+    act: str  # the variant; "gelu-tanh"/"geglu-tanh" for the tanh approximation, which no claim is about
+    gated: bool
+    sizing: str  # width | budget
+    ratio: float
+    bias: bool
+    multiple_of: int
+    label: str  # FFNSpec.label
+    d_model: int  # as built (solved per FFN under a fixed non-embedding budget)
+    d_ff: int
+    ffn_params: int  # per layer
+    ffn_total: int
+    total_params: int
+    budget_mismatch: float
+    max_mismatch: float
+    lr: float
+    setting: Setting  # the studied model factors as configured
+    loss: float | None  # final validation loss, nats/token
+    bpb: float | None
+    init: dict | None  # ffn_stats.init.mean: zero_frac, dead_frac, never_positive_frac
+    final: dict | None
+    tokens_per_s: float | None
+    mfu: float | None
+    curve: tuple  # ((tokens, val_loss), ...), finite points only
+    error: str | None
+    result: RunResult = field(repr=False)  # the whole record it was read from
+
+    @classmethod
+    def from_result(cls, result: RunResult) -> Run:
+        """KeyError/TypeError/ValueError when a field the analysis needs is missing or malformed."""
+        ffn, cfg = result.ffn, result.config
+        thr = result.throughput
+        act = ffn["act"] + ("-tanh" if ffn.get("approximate") == "tanh" else "")
+        return cls(
+            name=str(result.run_name or Path(str(result.run_dir or "?")).name),
+            status=result.status,
+            seed=int(result.seed),
+            act=act,
+            gated=bool(ffn["gated"]),
+            sizing=ffn["sizing"],
+            ratio=float(ffn["ratio"]),
+            bias=bool(ffn["bias"]),
+            multiple_of=int(ffn.get("multiple_of", 1)),
+            label=ffn["label"],
+            d_model=int(result.model["d_model"]),
+            d_ff=int(ffn["d_ff"]),
+            ffn_params=int(ffn["params_per_layer"]),
+            ffn_total=int(result.params["ffn_total"]),
+            total_params=int(result.params["total"]),
+            budget_mismatch=float(ffn.get("budget_mismatch") or 0.0),
+            max_mismatch=float(cfg.get("ffn", {}).get("max_mismatch", DEFAULT_MAX_MISMATCH)),
+            lr=float(cfg["optim"]["lr"]),
+            setting=tuple((f"model.{k}", cfg["model"].get(k)) for k in MODEL_FACTORS),
+            loss=result.metric("final_val_loss"),
+            bpb=result.metric("final_val_bpb"),
+            init=(result.ffn_stats.get("init") or {}).get("mean"),
+            final=(result.ffn_stats.get("final") or {}).get("mean"),
+            tokens_per_s=thr.get("tokens_per_s") if finite(thr.get("tokens_per_s")) else None,
+            mfu=thr.get("mfu") if finite(thr.get("mfu")) else None,
+            curve=tuple((p["tokens"], p["val_loss"]) for p in result.curve or [] if finite(p.get("val_loss"))),
+            error=result.error,
+            result=result,
+        )
+
+    @classmethod
+    def from_record(cls, record: dict) -> Run:
+        """A run from a result.json / results.jsonl record as JSON data (CorruptRecord if it is not one)."""
+        return cls.from_result(RunResult.from_json(record))
+
+    @property
+    def usable(self) -> bool:
+        """Counts in the loss statistics: finished, with a finite final validation loss."""
+        return self.status == "finished" and self.loss is not None
+
+    @property
+    def budget_ratio(self) -> float | None:
+        """The ungated ratio whose parameter count this FFN has. An ungated FFN sized by budget r is the same
+        model as one sized by width r; a gated FFN sized by width matches no budget."""
+        return self.ratio if (self.sizing == "budget" or not self.gated) else None
+
+    def factor(self, key: str) -> Any:
+        """One model factor of the setting, e.g. run.factor("model.n_layer")."""
+        return dict(self.setting)[key]
+
+
+def setting_without(setting: Setting, key: str) -> Setting:
+    return tuple((k, v) for k, v in setting if k != key)
+
+
+def describe_setting(setting: Setting) -> str:
+    """The setting in words: 'small (d_model 64, 2 layers)' or the fixed budget it was solved for."""
+    s = dict(setting)
+    text = f"{s.get('model.name') or 'model'} (d_model {s.get('model.d_model')}, {s.get('model.n_layer')} layers)"
+    if s.get("model.non_embedding_params"):
+        text = (f"{s.get('model.name') or 'model'} at a fixed {s['model.non_embedding_params']:.3g} non-embedding "
+                f"params ({s.get('model.n_layer')} layers; d_model solved per FFN)")
+    return text
+
+
+def group_by(runs: Iterable[Run], key: Callable[[Run], Any]) -> dict[Any, list[Run]]:
+    """The runs by key(run), keys in order of first appearance."""
+    out: dict[Any, list[Run]] = defaultdict(list)
+    for r in runs:
+        out[key(r)].append(r)
+    return out
+
+
+def by_seed(runs: Iterable[Run], value: Callable[[Run], float | None] = lambda r: r.loss) -> dict[int, float]:
+    """{seed: value} over the usable runs. Width-sized runs come first, so where an ungated width-r and
+    budget-r run (the same model) share a seed, the width run is the one used."""
+    out: dict[int, float] = {}
+    for r in sorted(runs, key=lambda r: (r.sizing != "width", r.name)):
+        v = value(r)
+        if r.usable and v is not None and r.seed not in out:
+            out[r.seed] = v
+    return out
+
+
+def summary_of(runs: Iterable[Run], value: Callable[[Run], float | None] = lambda r: r.loss) -> Summary:
+    """Mean, std and 95% CI of `value` over the seeds (one value per seed, see by_seed)."""
+    return stats.summarize(by_seed(runs, value).values())
+
+
+def stat_of(which: str, key: str) -> Callable[[Run], float | None]:
+    """A getter for one FFN activation statistic (zero_frac, dead_frac, never_positive_frac) of a run, at
+    init or after training (final)."""
+
+    def get(r: Run) -> float | None:
+        block = r.init if which == "init" else r.final
+        value = (block or {}).get(key)
+        return float(value) if finite(value) else None
+
+    return get
+
+
+def per_seed_mean(runs: Iterable[Run], value: Callable[[Run], float | None]) -> dict[int, float]:
+    """One number per seed (the mean over that seed's finished runs): runs that share a seed share their
+    initialisation, so they are not independent samples of it."""
+    groups: dict[int, list[float]] = defaultdict(list)
+    for r in runs:
+        v = value(r)
+        if v is not None and r.status == "finished":
+            groups[r.seed].append(v)
+    return {s: sum(vs) / len(vs) for s, vs in groups.items()}

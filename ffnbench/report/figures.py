@@ -1,0 +1,230 @@
+"""The report's figures, as PNG files under figures/: each one drawn only when the sweep has the runs it
+needs, named for what it shows, and captioned with the claims it bears on."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+from ffnbench import stats
+from ffnbench.claims import Run, group_by, stat_of, summary_of
+from ffnbench.report.comparisons import mean_of, primary_runs, variant_order
+
+FIGURES_DIR = "figures"  # under the report's folder; REPORT.md links the files by this path
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed, none opened
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, out: Path, name: str) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out / name, dpi=110)
+    _pyplot().close(fig)
+    return name
+
+
+def _err(s: stats.Summary) -> float:
+    """Half-width of the 95% interval for an error bar; 0 where there is none (one seed)."""
+    return (s.ci_high - s.mean) if s.has_ci else 0.0
+
+
+def _varying(keys: list[tuple]) -> list[str]:
+    """Labels for lines that differ in several factors: only the factors that actually differ."""
+    names = [[str(v) if k == "act" else f"{k} {v}" for k, v in key] for key in keys]
+    differ = [i for i in range(len(names[0])) if len({n[i] for n in names}) > 1] if names else []
+    return [", ".join(n[i] for i in differ) for n in names]
+
+
+def fig_loss_vs_ratio(runs: list[Run], out: Path) -> str | None:
+    """Loss against d_ff / d_model, one line per ungated activation and budget with at least two ratios."""
+    series = group_by([r for r in runs if r.usable and not r.gated],
+                      lambda r: (("act", r.act), ("budget", "fixed N" if r.factor("model.non_embedding_params")
+                                                  else "fixed d_model"), ("lr", r.lr), ("setting", r.setting),
+                                 ("bias", r.bias)))
+    series = {k: group_by(v, lambda r: r.ratio) for k, v in series.items() if len({r.ratio for r in v}) >= 2}
+    if not series:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    keys = sorted(series, key=str)
+    for key, label in zip(keys, _varying([tuple((k, v) for k, v in key if k != "setting") for key in keys])):
+        ratios = sorted(series[key])
+        sums = [summary_of(series[key][x]) for x in ratios]
+        ax.errorbar(ratios, [s.mean for s in sums], yerr=[_err(s) for s in sums], marker="o", capsize=3,
+                    label=label or dict(key)["act"], linestyle="--" if dict(key)["budget"] == "fixed N" else "-")
+    from matplotlib.ticker import ScalarFormatter
+
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted({x for ratios in series.values() for x in ratios}))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set_xlabel("d_ff / d_model (FFN width ratio, log scale)")
+    ax.set_ylabel("final validation loss (nats/token)")
+    ax.set_title("Loss vs FFN width ratio (error bars: 95% CI)")
+    ax.legend(fontsize=8)
+    return _save(fig, out, "loss_vs_ratio.png")
+
+
+def fig_loss_vs_params(runs: list[Run], out: Path) -> str | None:
+    """Loss against FFN parameters in the main comparison; skipped when all budgets match (within 10%)."""
+    points = group_by([r for r in primary_runs(runs) if r.usable], lambda r: (r.act, r.label))
+    sizes = {rs[0].ffn_total for rs in points.values()}
+    if not sizes or max(sizes) < 1.1 * min(sizes):  # matched budgets only: that is the matched-budget figure
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for act, keys in group_by(sorted(points, key=str), lambda k: k[0]).items():
+        sums = [summary_of(points[k]) for k in keys]
+        ax.errorbar([points[k][0].ffn_total for k in keys], [s.mean for s in sums], yerr=[_err(s) for s in sums],
+                    marker="o", linestyle="none", capsize=3, label=act)
+    ax.set_xscale("log")
+    ax.set_xlabel("FFN parameters, all layers (log scale)")
+    ax.set_ylabel("final validation loss (nats/token)")
+    ax.set_title("Loss vs FFN parameters, main comparison (error bars: 95% CI)", fontsize=10)
+    ax.legend(fontsize=8, ncol=2)
+    return _save(fig, out, "loss_vs_ffn_params.png")
+
+
+def fig_matched_budget(runs: list[Run], out: Path) -> str | None:
+    """One bar per activation at the matched budget that has the most of them."""
+    primary = [r for r in primary_runs(runs) if r.usable and r.budget_ratio is not None]
+    groups = group_by(primary, lambda r: (r.budget_ratio, r.bias, r.multiple_of))
+    if not groups:
+        return None
+    key = max(groups, key=lambda k: (len({r.act for r in groups[k]}), str(k)))
+    variants = group_by(sorted(groups[key], key=variant_order), lambda r: r.act)
+    if len(variants) < 2:
+        return None
+    sums = {act: summary_of(rs) for act, rs in variants.items()}
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(sums) + 2), 4.2))
+    ax.bar(list(sums), [s.mean for s in sums.values()], yerr=[_err(s) for s in sums.values()], capsize=4,
+           color="tab:blue", alpha=0.8)
+    low = min(s.mean - _err(s) for s in sums.values())
+    high = max(s.mean + _err(s) for s in sums.values())
+    pad = max(high - low, 1e-3) * 0.3
+    ax.set_ylim(low - pad, high + pad)
+    ax.set_xlabel("FFN variant")
+    ax.set_ylabel("final validation loss (nats/token)")
+    n = min(s.n for s in sums.values())
+    ax.set_title(f"Matched budget {key[0]:g}× ({'bias' if key[1] else 'no bias'}), 95% CI"
+                 + (" (1 seed: no interval)" if n < 2 else "") + "\ny axis does not start at 0", fontsize=10)
+    _pyplot().setp(ax.get_xticklabels(), rotation=30, ha="right", fontsize=8)
+    return _save(fig, out, "matched_budget.png")
+
+
+def _mean_curve(runs: list[Run]) -> tuple[list[float], list[float]]:
+    """The seeds' mean validation curve, at the token counts every seed logged."""
+    points: dict[float, list[float]] = defaultdict(list)
+    for r in runs:
+        for tokens, loss in r.curve:
+            points[tokens].append(loss)
+    n = max((len(v) for v in points.values()), default=0)
+    xs = sorted(t for t, v in points.items() if len(v) == n)  # only where every seed has a point
+    return xs, [sum(points[t]) / n for t in xs]
+
+
+def fig_curves(runs: list[Run], out: Path) -> str | None:
+    """Validation loss against training tokens, mean over seeds, per variant of the main comparison."""
+    variants = group_by(sorted([r for r in primary_runs(runs) if r.usable], key=variant_order), lambda r: r.label)
+    curves = {label: _mean_curve(rs) for label, rs in variants.items()}
+    curves = {k: v for k, v in curves.items() if len(v[0]) >= 2}
+    if not curves:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for label, (xs, ys) in curves.items():
+        ax.plot(xs, ys, label=label, linewidth=1.2)
+    ax.set_xlabel("training tokens")
+    ax.set_ylabel("validation loss (nats/token)")
+    ax.set_title("Validation curves (mean over seeds)")
+    ax.legend(fontsize=7, ncol=2)
+    return _save(fig, out, "curves.png")
+
+
+def fig_sparsity(runs: list[Run], out: Path) -> str | None:
+    """Zero fraction and dead units against lr where the sweep varies lr, else one bar group per variant."""
+    finished = [r for r in runs if r.status == "finished" and r.final]
+    grids = group_by(finished, lambda r: (r.act, r.setting, r.bias, r.budget_ratio))
+    grids = {k: v for k, v in grids.items() if len({r.lr for r in v}) >= 2}
+    plt = _pyplot()
+    if grids:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        keys = sorted(grids, key=str)
+        for key, label in zip(keys, _varying([tuple(zip(("act", "setting", "bias", "budget"), k)) for k in keys])):
+            lrs = sorted({r.lr for r in grids[key]})
+            for ax, stat in zip(axes, ("zero_frac", "dead_frac")):
+                ys = [mean_of(stat_of("final", stat)(r) for r in grids[key] if r.lr == lr) for lr in lrs]
+                ax.plot(lrs, ys, marker="o", label=label or key[0])
+        for ax, what in zip(axes, ("exact zeros in the hidden activation", "dead units (0 on every token)")):
+            ax.set_xscale("log")
+            ax.set_xlabel("learning rate")
+            ax.set_ylabel("fraction (after training)")
+            ax.set_title(what.capitalize(), fontsize=10)
+            ax.set_ylim(-0.02, 1.02)
+            ax.legend(fontsize=7)
+        return _save(fig, out, "sparsity_vs_lr.png")
+    variants = group_by(sorted([r for r in primary_runs(finished)], key=variant_order), lambda r: r.label)
+    if not variants:
+        return None
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.8 * len(variants) + 2), 4.2))
+    width = 0.27
+    for i, (block, stat, name) in enumerate((("init", "zero_frac", "zeros at init"),
+                                             ("final", "zero_frac", "zeros after training"),
+                                             ("final", "dead_frac", "dead units after training"))):
+        ys = [mean_of(stat_of(block, stat)(r) for r in rs) or 0.0 for rs in variants.values()]
+        ax.bar([j + (i - 1) * width for j in range(len(variants))], ys, width=width, label=name)
+    ax.set_xticks(range(len(variants)), list(variants), rotation=30, ha="right", fontsize=8)
+    ax.set_xlabel("FFN variant")
+    ax.set_ylabel("fraction of hidden activations / units")
+    ax.set_title("Hidden-activation sparsity per variant")
+    ax.legend(fontsize=8)
+    return _save(fig, out, "sparsity.png")
+
+
+def fig_throughput(runs: list[Run], out: Path) -> str | None:
+    """Training tokens/s per variant of the main comparison."""
+    variants = group_by(sorted([r for r in primary_runs(runs) if r.usable and r.tokens_per_s], key=variant_order),
+                        lambda r: r.label)
+    if not variants:
+        return None
+    sums = {label: stats.summarize(r.tokens_per_s for r in rs) for label, rs in variants.items()}
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(sums) + 2), 4.2))
+    ax.bar(list(sums), [s.mean for s in sums.values()], yerr=[s.std or 0.0 for s in sums.values()], capsize=4)
+    ax.set_xlabel("FFN variant")
+    ax.set_ylabel("training throughput (tokens/s)")
+    ax.set_title("Throughput per variant (error bars: std over seeds)")
+    _pyplot().setp(ax.get_xticklabels(), rotation=30, ha="right", fontsize=8)
+    return _save(fig, out, "throughput.png")
+
+
+FIGURES: tuple[tuple[str, Callable[[list[Run], Path], str | None]], ...] = (
+    ("Loss vs FFN width ratio, per activation (C1)", fig_loss_vs_ratio),
+    ("Loss vs FFN parameters", fig_loss_vs_params),
+    ("Matched-budget comparison with 95% CIs (C3, C4, C8, C13)", fig_matched_budget),
+    ("Validation curves", fig_curves),
+    ("Zero fraction and dead units (C5, C6)", fig_sparsity),
+    ("Throughput per variant (C7, C9)", fig_throughput),
+)
+
+
+def draw_figures(runs: list[Run], out: Path) -> list[tuple[str, str]]:
+    """(caption, file name) of every figure whose data exists; stale figures from an earlier report go."""
+    if out.exists():
+        for old in out.glob("*.png"):
+            old.unlink()
+    drawn = []
+    for caption, draw in FIGURES:
+        name = draw(runs, out)
+        if name:
+            drawn.append((caption, name))
+    return drawn
+

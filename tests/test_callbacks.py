@@ -1,0 +1,97 @@
+"""The run's callbacks: when the checkpoint is written (and that it replaces the old one whole), and the startup
+timestamps the benchmark reads."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from ffnbench.callbacks import STEP_TIMES_ENV, PeriodicCheckpoint, StepTimes
+
+
+class FakeTrainer:
+    """What PeriodicCheckpoint asks of a Trainer: the step, where it is, and a save that writes the step."""
+
+    def __init__(self):
+        self.global_step, self.is_global_zero, self.world_size = 0, True, 1
+        self.state = SimpleNamespace(fn="fit")
+        self.strategy = SimpleNamespace(barrier=lambda name: None)
+        self.saves: list[int] = []
+
+    def save_checkpoint(self, path, weights_only=False):
+        self.saves.append(self.global_step)
+        path.write_text(str(self.global_step))
+
+
+def drive(callback: PeriodicCheckpoint, trainer: FakeTrainer, steps: int, val_every: int) -> None:
+    """Lightning's order of calls over `steps` optimizer steps (validation after the batch end of its step)."""
+    module = SimpleNamespace(status="running")
+    for step in range(1, steps + 1):
+        trainer.global_step = step
+        callback.on_train_batch_end(trainer, module, None, None, step - 1)
+        if step % val_every == 0:
+            callback.on_validation_end(trainer, module)
+    callback.on_train_end(trainer, module)
+
+
+def test_every_n_steps_after_the_validation_of_that_step_and_at_the_end(tmp_path):
+    path = tmp_path / "last.ckpt"
+    trainer = FakeTrainer()
+    drive(PeriodicCheckpoint(path, every=4, val_every=6), trainer, steps=14, val_every=6)
+    assert trainer.saves == [4, 8, 12, 14]  # 12 is saved once, after its validation
+    assert path.read_text() == "14" and sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]
+
+
+def test_a_validation_outside_fit_writes_nothing(tmp_path):
+    trainer = FakeTrainer()
+    trainer.state.fn, trainer.global_step = "validate", 4
+    PeriodicCheckpoint(tmp_path / "last.ckpt", every=4, val_every=4).on_validation_end(trainer, None)
+    assert trainer.saves == []
+
+
+def test_a_diverged_run_is_not_saved_at_the_end(tmp_path):
+    trainer = FakeTrainer()
+    trainer.global_step = 3
+    PeriodicCheckpoint(tmp_path / "last.ckpt", every=10, val_every=10).on_train_end(trainer, SimpleNamespace(
+        status="diverged"))
+    assert trainer.saves == []
+
+
+@pytest.mark.parametrize(("exception", "world_size", "saved"), [
+    (KeyboardInterrupt(), 1, [7]), (RuntimeError("x"), 1, []), (KeyboardInterrupt(), 2, [])])
+def test_ctrl_c_saves_a_single_process_run(tmp_path, exception, world_size, saved):
+    trainer = FakeTrainer()
+    trainer.global_step, trainer.world_size = 7, world_size
+    PeriodicCheckpoint(tmp_path / "last.ckpt", every=10, val_every=10).on_exception(trainer, None, exception)
+    assert trainer.saves == saved
+
+
+def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path):
+    path = tmp_path / "last.ckpt"
+    path.write_text("old")
+    trainer = FakeTrainer()
+
+    def half_written(p, weights_only=False):
+        p.write_text("half")
+        raise OSError("disk full")
+
+    trainer.save_checkpoint = half_written
+    with pytest.raises(OSError, match="disk full"):
+        PeriodicCheckpoint(path, every=1, val_every=10).save(trainer)
+    assert path.read_text() == "old"
+
+
+def test_step_times_only_with_the_variable(tmp_path, monkeypatch):
+    monkeypatch.delenv(STEP_TIMES_ENV, raising=False)
+    assert StepTimes.from_env() is None
+    log = tmp_path / "times.jsonl"
+    monkeypatch.setenv(STEP_TIMES_ENV, str(log))
+    times = StepTimes.from_env()
+    times.mark("train_start")
+    for _ in range(3):
+        times.on_train_batch_start(None, None, None, 0)
+        times.on_train_batch_end(None, None, None, None, 0)
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert events == ["train_start", "first_step_start", "first_step_end"]  # each once
+    monkeypatch.setenv("RANK", "1")
+    assert StepTimes.from_env() is None  # rank 0 alone writes

@@ -1,0 +1,116 @@
+"""Every claim experiment (conf/experiment/<name>.yaml) trains: its first job, shrunk to a 2-step micro run, through
+the real entry point (`python -m ffnbench.train experiment=<name> ...`) in a subprocess, ends `finished` with a
+finite validation loss and with the experiment's own settings in its config.
+
+A run is a few seconds, most of them imports; two run at a time (the CI machine has 2 cores) and all of them share
+one token cache, so the corpus is tokenized once. The full micro sweeps are in test_sweep.py (slow)."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+EXPERIMENT_DIR = Path(__file__).resolve().parents[1] / "conf" / "experiment"
+EXPERIMENTS = sorted(p.stem for p in EXPERIMENT_DIR.glob("*.yaml") if not p.stem.startswith("_"))
+
+# What makes any job a 2-step CPU run of the micro model on Shakespeare bytes. A job's own value for one of these
+# keys gives way (scale's `model=tiny`, _gpu's data and batch); keys inside them (model.n_layer) stay.
+MICRO = {
+    "model": "micro", "data": "shakespeare", "data.tokenizer": "byte", "data.batch_size": "4",
+    "data.val_tokens": "256", "trainer.max_steps": "2", "trainer.val_every": "2", "trainer.ckpt_every": "2",
+    "trainer.accelerator": "cpu", "trainer.peak_flops": "1e12",  # a configured peak: no CPU probe per run
+    "trainer.progress_bar": "false", "logger": "csv",
+}
+# A fixed non-embedding budget sized for the micro model (2 layers of d=32 hold about 25k parameters).
+MICRO_NON_EMBEDDING_PARAMS = "30000"
+STEPS = int(MICRO["trainer.max_steps"])
+
+
+def first_job(experiment: str) -> list[str]:
+    """The overrides of the first job the experiment's sweep launches: the first value of each key of its first
+    grid (`hydra.sweeper.grids[0]`, or `hydra.sweeper.params`), in the grid's order."""
+    sweeper = OmegaConf.load(EXPERIMENT_DIR / f"{experiment}.yaml").hydra.sweeper
+    grid = sweeper.grids[0] if "grids" in sweeper else sweeper.params
+    job = []
+    for key, value in grid.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        assert "(" not in text, f"{experiment}: {key}={text}: a sweep function; take its first value here"
+        job.append(f"{key}={text.split(',')[0].strip()}")
+    return job
+
+
+def micro(job: list[str]) -> list[str]:
+    """The job's overrides that survive MICRO, with a fixed parameter budget scaled down to the micro model."""
+    kept = []
+    for override in job:
+        key, value = override.split("=", 1)
+        if key == "model.non_embedding_params":
+            value = MICRO_NON_EMBEDDING_PARAMS
+        if key not in MICRO:
+            kept.append(f"{key}={value}")
+    return kept
+
+
+def train(experiment: str, root: Path, cache: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    run_dir = root / experiment
+    command = [sys.executable, "-m", "ffnbench.train", f"experiment={experiment}", *micro(first_job(experiment)),
+               *(f"{k}={v}" for k, v in MICRO.items()), f"data.cache_dir={cache}", f"run_dir={run_dir}",
+               f"runs_root={root / 'runs'}"]
+    env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "1"}
+    out = subprocess.run(command, capture_output=True, text=True, env=env, cwd=root, timeout=600)
+    return out, run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(request, tmp_path_factory) -> dict[str, Future]:
+    """The runs of the experiments this session selected, started at once, two at a time; a test waits for its
+    own. The token cache is shared (its build is locked: the first run writes it, the others read it)."""
+    selected = {item.callspec.params["experiment"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")}
+    root, cache = tmp_path_factory.mktemp("experiments"), tmp_path_factory.mktemp("token-cache")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield {name: pool.submit(train, name, root, cache) for name in sorted(selected)}
+
+
+def test_every_experiment_has_a_grid():
+    assert EXPERIMENTS, EXPERIMENT_DIR
+    for experiment in EXPERIMENTS:
+        job = first_job(experiment)
+        assert any(o.startswith("ffn=") for o in job) and any(o.startswith("seed=") for o in job), (experiment, job)
+
+
+def test_micro_overrides_win_and_budgets_shrink():
+    job = ["ffn=relu", "model=tiny", "model.n_layer=3", "model.non_embedding_params=10000000", "data.batch_size=64"]
+    assert micro(job) == ["ffn=relu", "model.n_layer=3", f"model.non_embedding_params={MICRO_NON_EMBEDDING_PARAMS}"]
+
+
+def setting(config: dict, override: str):
+    """The value `override` set in a composed config, and the value it asks for (typed as Hydra parses it)."""
+    parsed = OverridesParser.create().parse_override(override)
+    key = "ffn.act" if parsed.key_or_group == "ffn" else parsed.key_or_group  # the group file sets `act`
+    value = config
+    for part in key.split("."):
+        value = value[part]
+    return value, parsed.value()
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_the_experiment_trains(experiment, runs):
+    out, run_dir = runs[experiment].result()
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "finished" and result["steps"] == STEPS
+    loss = result["metrics"]["final_val_loss"]
+    assert isinstance(loss, float) and math.isfinite(loss)
+    config = result["config"]
+    assert config["name"] == experiment and config["model"]["name"] == "micro"
+    for override in micro(first_job(experiment)):
+        actual, wanted = setting(config, override)
+        assert actual == wanted, (override, actual)

@@ -1,0 +1,111 @@
+"""RunResult: the published records round-trip byte for byte, bad records are refused with their reason, and a
+training run's record is built from what it measured (metrics, curve, counts) exactly."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ffnbench.ffn import FFNSpec
+from ffnbench.hardware import Hardware
+from ffnbench.model import ModelConfig
+from ffnbench.records import CorruptRecord
+from ffnbench.result import RESULT_FILE, SCHEMA, RunResult
+
+PUBLISHED = Path(__file__).resolve().parent.parent / "experiments" / "cpu-quick" / "results.jsonl"
+
+
+def published_lines() -> list[str]:
+    return PUBLISHED.read_text().splitlines(keepends=True)
+
+
+def test_every_published_line_round_trips_byte_for_byte():
+    lines = published_lines()
+    assert len(lines) == 17
+    for i, line in enumerate(lines):
+        assert RunResult.from_json(json.loads(line), f"line {i + 1}").jsonl_line() == line, f"line {i + 1}"
+
+
+def test_a_record_survives_write_and_read(tmp_path):
+    record = RunResult.from_json(json.loads(published_lines()[0])).replace(run_dir=str(tmp_path))
+    path = record.write(tmp_path)
+    assert path == tmp_path / RESULT_FILE
+    assert RunResult.read(tmp_path) == record
+    assert list(json.loads(path.read_text()))[:3] == ["schema", "status", "error"]  # the schema leads the file
+    assert RunResult.read(tmp_path / "elsewhere") is None
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"status": "done"}, "no valid 'status' (got 'done')"),
+        ({"error": "x"}, "no valid 'status' (got None)"),
+        ({"status": "finished", "schema": SCHEMA + 1}, f"schema {SCHEMA + 1} is newer"),
+        ({"status": "finished", "schema": "1"}, "schema '1' is newer"),
+        (["finished"], "expected a JSON object, found list"),
+    ],
+)
+def test_bad_records_are_refused_with_their_reason(data, message):
+    with pytest.raises(CorruptRecord, match=f"^here: .*{message.replace('(', '[(]').replace(')', '[)]')}"):
+        RunResult.from_json(data, "here")
+
+
+def test_an_unreadable_result_file_is_corrupt(tmp_path):
+    (tmp_path / RESULT_FILE).write_text("{not json")
+    with pytest.raises(CorruptRecord, match="unreadable"):
+        RunResult.read(tmp_path)
+
+
+def test_metrics_and_summary():
+    record = RunResult.from_json({"status": "diverged", "metrics": {"final_val_loss": None, "best_val_loss": 2.5},
+                                  "ffn_stats": None, "tokens": 10})
+    assert record.final and record.ffn_stats == {}  # a null block loads as empty
+    assert record.metric("final_val_loss") is None and record.metric("best_val_loss") == 2.5
+    assert record.metric("nope") is None
+    summary = record.wandb_summary()
+    assert summary["final/val_loss"] is None and summary["final/best_val_loss"] == 2.5
+    assert summary["status"] == "diverged" and summary["tokens"] == 10
+    assert not RunResult("failed").final
+
+
+def validation(step: int, loss: float, zero: float) -> dict:
+    stats = {"mean": {"zero_frac": zero}, "per_layer": [{"zero_frac": zero}]}
+    return {"step": step, "tokens": step * 64, "val_loss": loss, "val_bpb": loss / math.log(2), "ffn": stats}
+
+
+def test_from_training_reads_the_history_as_documented():
+    model = ModelConfig(vocab_size=256, seq_len=8, d_model=16, n_layer=1, n_head=2, ffn=FFNSpec("relu", budget=4))
+    config = {"name": "exp", "seed": 3, "model": {"name": "micro"}}
+    history = [validation(0, 5.5, 0.5), validation(10, 3.0, 0.6), validation(20, float("nan"), 0.7)]
+    record = RunResult.from_training(
+        "diverged", error="validation loss became nan at step 20", config=config, run_dir=Path("/runs/exp/r-s3"),
+        model=model, history=history, last_train_loss=2.9, steps=20, tokens_per_step=64, total_steps=100,
+        resumed_from=10, data={"source": "x", "val_bytes_per_token": 1.0}, throughput={"tokens_per_s": 1.0},
+        hw=Hardware("cpu", 1, "32-true", "auto"), started=0.0)
+    assert (record.name, record.run_name, record.run_dir, record.seed) == ("exp", "r-s3", "/runs/exp/r-s3", 3)
+    assert record.metrics["final_train_loss"] == 2.9
+    assert math.isnan(record.metrics["final_val_loss"])  # the last validation, as it was
+    assert record.metrics["best_val_loss"] == 3.0 and record.metrics["init_val_loss"] == 5.5
+    assert record.metrics["best_val_bpb"] == 3.0 / math.log(2)
+    assert record.ffn_stats == {"init": history[0]["ffn"], "final": history[2]["ffn"]}
+    assert [c["step"] for c in record.curve] == [0, 10, 20] and set(record.curve[0]) == {"step", "tokens", "val_loss",
+                                                                                          "val_bpb"}
+    assert (record.steps, record.tokens, record.total_steps, record.resumed_from_step) == (20, 1280, 100, 10)
+    assert record.flops["total_training"] == record.flops["per_token_training"] * 1280
+    assert record.model == {"name": "micro", "d_model": 16, "n_layer": 1, "n_head": 2, "seq_len": 8,
+                            "vocab_size": 256}
+    assert record.ffn["d_ff"] == 64 and record.ffn["label"] == "relu-b4-nobias"
+    assert record.hardware["accelerator"] == "cpu" and record.hardware["precision"] == "32-true"
+    on_disk = record.to_json()
+    assert on_disk["metrics"]["final_val_loss"] is None and on_disk["curve"][2]["val_loss"] is None  # NaN → null
+
+
+def test_from_training_without_a_validation_has_no_metrics():
+    model = ModelConfig(vocab_size=256, seq_len=8, d_model=16, n_layer=1, n_head=2)
+    record = RunResult.from_training(
+        "failed", error="RuntimeError: boom", config={"name": "e", "seed": 0, "model": {}}, run_dir=Path("/r"),
+        model=model, history=[], last_train_loss=None, steps=0, tokens_per_step=64, total_steps=10,
+        resumed_from=None, data={}, throughput={}, hw=Hardware("cpu", 1, "32-true", "auto"), started=0.0)
+    assert set(record.metrics.values()) == {None}
+    assert record.ffn_stats == {"init": None, "final": None} and record.curve == [] and record.tokens == 0

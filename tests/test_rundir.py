@@ -1,0 +1,128 @@
+"""Run directories: a start plans skip / resume / fresh from what the directory holds, refuses another config's
+directory or checkpoint, and a refused start removes only what Hydra made for it."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from ffnbench.errors import ConfigError, RunDirError
+from ffnbench.records import RUN_CONFIG_FILE
+from ffnbench.result import RESULT_FILE
+from ffnbench.rundir import last_checkpoint, plan_run, remove_failed_start, resolve_run_dir
+
+CONFIG = {"seed": 0, "name": "exp", "optim": {"lr": 0.003}, "trainer": {"max_steps": 40, "progress_bar": True}}
+
+
+def write(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def checkpoint(run_dir: Path, fingerprint: dict, step: int) -> Path:
+    path = last_checkpoint(run_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"ffnbench": {"fingerprint": fingerprint}, "global_step": step}, path)
+    return path
+
+
+def test_an_empty_or_missing_directory_starts_fresh(tmp_path):
+    assert plan_run(tmp_path / "new", CONFIG).action == "fresh"
+    plan = plan_run(tmp_path, CONFIG)
+    assert (plan.action, plan.ckpt, plan.resumed_from, plan.previous) == ("fresh", None, None, None)
+
+
+@pytest.mark.parametrize("status", ["finished", "diverged"])
+def test_a_final_result_is_skipped(tmp_path, status):
+    write(tmp_path / RUN_CONFIG_FILE, CONFIG)
+    write(tmp_path / RESULT_FILE, {"status": status, "metrics": {"final_val_loss": 1.5}})
+    plan = plan_run(tmp_path, CONFIG)
+    assert plan.action == "skip" and plan.previous.status == status
+    assert plan.previous.metric("final_val_loss") == 1.5
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path):
+    write(tmp_path / RUN_CONFIG_FILE, CONFIG)
+    write(tmp_path / RESULT_FILE, {"status": "failed", "error": "KeyboardInterrupt"})
+    ckpt = checkpoint(tmp_path, {**CONFIG, "trainer": {"max_steps": 40, "progress_bar": False}}, step=20)
+    plan = plan_run(tmp_path, CONFIG)  # progress_bar does not change what a run computes
+    assert (plan.action, plan.ckpt, plan.resumed_from) == ("resume", ckpt, 20)
+    assert plan.previous.status == "failed"
+
+
+def test_a_failed_run_without_a_checkpoint_starts_over(tmp_path):
+    write(tmp_path / RESULT_FILE, {"status": "failed"})
+    plan = plan_run(tmp_path, CONFIG)
+    assert plan.action == "fresh" and plan.previous.status == "failed"
+
+
+def test_a_corrupt_result_is_redone_with_a_warning(tmp_path, capsys):
+    (tmp_path / RESULT_FILE).write_text("{half a rec")
+    assert plan_run(tmp_path, CONFIG).action == "fresh"
+    assert "ffnbench: warning:" in capsys.readouterr().err
+
+
+def test_a_directory_of_another_config_is_refused(tmp_path):
+    write(tmp_path / RUN_CONFIG_FILE, {**CONFIG, "optim": {"lr": 0.01}})
+    with pytest.raises(RunDirError, match=r"holds a run with a different config \(optim.lr: 0.01 → 0.003\)"):
+        plan_run(tmp_path, CONFIG)
+
+
+def test_an_unreadable_run_config_is_refused(tmp_path):
+    (tmp_path / RUN_CONFIG_FILE).write_text("[]")
+    with pytest.raises(RunDirError, match=f"delete {tmp_path / RUN_CONFIG_FILE}"):
+        plan_run(tmp_path, CONFIG)
+
+
+def test_a_checkpoint_of_another_config_is_not_resumed(tmp_path):
+    checkpoint(tmp_path, {**CONFIG, "seed": 1}, step=10)
+    with pytest.raises(RunDirError, match=r"was written by a different config \(seed\); not resuming it"):
+        plan_run(tmp_path, CONFIG)
+
+
+def test_an_unreadable_checkpoint_is_refused(tmp_path):
+    last_checkpoint(tmp_path).parent.mkdir(parents=True)
+    last_checkpoint(tmp_path).write_bytes(b"not a checkpoint")
+    with pytest.raises(RunDirError, match="cannot be read .*delete it to start this run over"):
+        plan_run(tmp_path, CONFIG)
+
+
+def test_run_dir_is_required_outside_hydra():
+    from omegaconf import OmegaConf
+
+    with pytest.raises(ConfigError, match="run_dir: not set"):
+        resolve_run_dir(OmegaConf.create({"run_dir": None}))
+    assert resolve_run_dir(OmegaConf.create({"run_dir": "/tmp/x/../y"})) == Path("/tmp/y")
+
+
+def hydra_start(run_dir: Path) -> Path:
+    """What Hydra writes in a run directory before the job starts."""
+    (run_dir / ".hydra").mkdir(parents=True)
+    for name in ("config.yaml", "hydra.yaml", "overrides.yaml"):
+        (run_dir / ".hydra" / name).write_text("x: 1\n")
+    (run_dir / "train.log").write_text("")
+    return run_dir
+
+
+def test_a_refused_start_removes_what_hydra_made_and_the_empty_parents(tmp_path):
+    run_dir = hydra_start(tmp_path / "runs" / "exp" / "gelu-s0")
+    assert remove_failed_start(run_dir, {"train.log"}, stop_at=tmp_path / "runs")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"] and not any((tmp_path / "runs").iterdir())
+
+
+def test_a_refused_start_keeps_the_neighbours(tmp_path):
+    run_dir = hydra_start(tmp_path / "runs" / "exp" / "gelu-s0")
+    (tmp_path / "runs" / "exp" / "relu-s0").mkdir()
+    assert remove_failed_start(run_dir, {"train.log"}, stop_at=tmp_path / "runs")
+    assert [p.name for p in (tmp_path / "runs" / "exp").iterdir()] == ["relu-s0"]
+
+
+@pytest.mark.parametrize("work", [RESULT_FILE, RUN_CONFIG_FILE, "checkpoints/last.ckpt", "metrics.csv",
+                                  ".hydra/notes.txt"])
+def test_a_directory_that_holds_work_is_kept(tmp_path, work):
+    run_dir = hydra_start(tmp_path / "run")
+    (run_dir / work).parent.mkdir(parents=True, exist_ok=True)
+    (run_dir / work).write_text("{}")
+    assert not remove_failed_start(run_dir, {"train.log"}, stop_at=tmp_path)
+    assert (run_dir / work).exists() and (run_dir / ".hydra" / "config.yaml").exists()
