@@ -43,6 +43,7 @@ NON_IDENTITY_KEYS = (
     "trainer.accelerator",
     "trainer.peak_flops",
     "trainer.ckpt_every",
+    "model.max_budget_mismatch",  # a bound that refuses a config; it changes nothing a run computes
     "hydra",
 )
 
@@ -173,16 +174,14 @@ def _number(field: str, value: Any) -> float | None:
 
 
 def model_config(cfg: DictConfig | Mapping, vocab_size: int) -> ModelConfig:
-    """`cfg.model` + `cfg.ffn` → ModelConfig; solves d_model when model.non_embedding_params is set, and
-    enforces ffn.max_mismatch for budget-matched FFNs."""
+    """`cfg.model` + `cfg.ffn` → ModelConfig; solves d_model when model.non_embedding_params is set (enforcing
+    model.max_budget_mismatch), and enforces ffn.max_mismatch for budget-matched FFNs."""
     spec = ffn_spec(cfg["ffn"])
     m = cfg["model"]
     d_model = m["d_model"]
     target = _get(m, "non_embedding_params")
     if target is not None:
-        from ffnbench.accounting import solve_d_model
-
-        d_model, _ = solve_d_model(float(target), m["n_layer"], m["n_head"], spec, bool(_get(m, "attn_bias", True)))
+        d_model = solve_fixed_budget(float(target), m, spec)
     mcfg = ModelConfig(
         vocab_size=vocab_size,
         seq_len=m["seq_len"],
@@ -192,9 +191,29 @@ def model_config(cfg: DictConfig | Mapping, vocab_size: int) -> ModelConfig:
         dropout=float(_get(m, "dropout", 0.0)),
         attn_bias=bool(_get(m, "attn_bias", True)),
         ffn=spec,
+        ffn_init=str(_get(m, "ffn_init", "gpt2")),
     )
     check_budget(spec, mcfg.d_model, float(_get(cfg["ffn"], "max_mismatch", math.inf)))
     return mcfg
+
+
+DEFAULT_MAX_BUDGET_MISMATCH = 0.02  # conf/model/*.yaml: max_budget_mismatch, for configs that lack it
+
+
+def solve_fixed_budget(target: float, m: Mapping | DictConfig, spec: FFNSpec) -> int:
+    """The d_model of the Kaplan-style fixed-budget arm (`model.non_embedding_params`); a ConfigError when no
+    multiple of n_head comes within `model.max_budget_mismatch` of the budget (the comparison would not be
+    at a fixed budget)."""
+    from ffnbench.accounting import solve_d_model
+
+    bound = _real("model.max_budget_mismatch", _get(m, "max_budget_mismatch", DEFAULT_MAX_BUDGET_MISMATCH), 0)
+    d_model, mismatch = solve_d_model(target, m["n_layer"], m["n_head"], spec, bool(_get(m, "attn_bias", True)))
+    if abs(mismatch) > bound:
+        raise ConfigError(
+            f"model.max_budget_mismatch: {spec.label} with {m['n_layer']} layers of {m['n_head']} heads gets "
+            f"d_model={d_model}, {mismatch:+.2%} off model.non_embedding_params={target:,.0f}, beyond "
+            f"model.max_budget_mismatch={bound:g}; raise the budget or the bound, or use fewer heads")
+    return d_model
 
 
 def check_budget(spec: FFNSpec, d_model: int, max_mismatch: float) -> None:

@@ -9,10 +9,12 @@ accounting module, the report and the tests all ask the same functions.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -87,10 +89,24 @@ def ffn_matmul_params(d_model: int, d_ff: int, gated: bool) -> int:
     return ffn_param_count(d_model, d_ff, gated, bias=False)
 
 
+ROUNDINGS = ("nearest", "up")
+_FLOAT_SLACK = 1e-6  # absorbs float error: 8/3·768 = 2047.9999999999998 counts as 2048
+
+
+def round_to_multiple(x: float, multiple_of: int, rounding: str = "nearest") -> int:
+    """A hidden size that is a multiple of `multiple_of` (at least one multiple): the nearest one, ties going up
+    (ffnbench's rule: the budget is missed by at most half a step, either way), or the smallest one ≥ x (`up`:
+    LLaMA's rule, 2/3·4·4096 = 10922.67 → 11008 at 256)."""
+    if rounding not in ROUNDINGS:
+        raise ConfigError(f"rounding: expected one of {', '.join(ROUNDINGS)}, got {rounding!r}")
+    steps = math.ceil((x - _FLOAT_SLACK) / multiple_of) if rounding == "up" else \
+        math.floor(x / multiple_of + 0.5 + _FLOAT_SLACK)
+    return multiple_of * max(1, steps)
+
+
 def round_up(x: float, multiple_of: int) -> int:
-    """Smallest multiple of `multiple_of` that is ≥ x. A tolerance of 1e-6 absorbs float error, so that
-    8/3·768 = 2047.9999999999998 counts as 2048 and not 2049."""
-    return multiple_of * math.ceil((x - 1e-6) / multiple_of)
+    """Smallest multiple of `multiple_of` that is ≥ x (round_to_multiple's `up` rule)."""
+    return round_to_multiple(x, multiple_of, "up")
 
 
 def budget_nominal_hidden_size(d_model: int, ratio: float, gated: bool, bias: bool) -> float:
@@ -99,7 +115,7 @@ def budget_nominal_hidden_size(d_model: int, ratio: float, gated: bool, bias: bo
 
     Ungated: d_ff = r·d.  Gated: 3·d·h + bias·(2h + d) = 2·d·(r·d) + bias·(r·d + d), so
     h = r·d·(2d + bias) / (3d + 2·bias) — without biases h = 2/3·r·d, which is why budget 4 gives
-    SwiGLU its 8/3·d and LLaMA-7B's 2/3·4·4096 = 10922.67 (rounded up to 256: 11008)."""
+    SwiGLU its 8/3·d (341.33 → 341 at d = 128) and LLaMA-7B's 2/3·4·4096 = 10922.67 (rounded up to 256: 11008)."""
     if not gated:
         return ratio * d_model
     b = 1 if bias else 0
@@ -111,7 +127,8 @@ class FFNSpec:
     """What varies between models: the variant, its bias, and how its hidden size is chosen.
 
     Exactly one of `width` (d_ff = width·d_model) and `budget` (match the params of an ungated FFN at
-    that ratio) must be given. Both are rounded up to `multiple_of`."""
+    that ratio) must be given. Both are rounded to the nearest multiple of `multiple_of` (ties up), or up
+    with `rounding="up"` (the rule some published models use: reference.py's LLaMA-7B)."""
 
     act: str = "gelu"
     width: float | None = None
@@ -119,6 +136,7 @@ class FFNSpec:
     bias: bool = False
     multiple_of: int = 1
     approximate: str = "none"  # GELU only: "none" (exact erf) or "tanh"
+    rounding: str = "nearest"  # "nearest" multiple of multiple_of (ties up) or "up"
 
     def __post_init__(self) -> None:
         variant = get_variant(self.act)
@@ -139,6 +157,8 @@ class FFNSpec:
             raise ConfigError(f"ffn.approximate: must be 'none' or 'tanh', got {self.approximate!r}")
         if self.approximate == "tanh" and not variant.uses_gelu:
             raise ConfigError(f"ffn.approximate='tanh' applies to gelu/geglu only, not {self.act!r}")
+        if self.rounding not in ROUNDINGS:
+            raise ConfigError(f"ffn.rounding: expected one of {', '.join(ROUNDINGS)}, got {self.rounding!r}")
 
     @property
     def variant(self) -> Variant:
@@ -163,6 +183,7 @@ class FFNSpec:
         tag = ("w" if self.sizing == "width" else "b") + ratio
         extra = f"-m{self.multiple_of}" if self.multiple_of != 1 else ""
         extra += "-tanh" if self.approximate == "tanh" else ""
+        extra += "-up" if self.rounding == "up" else ""
         return f"{self.act}-{tag}-{'bias' if self.bias else 'nobias'}{extra}"
 
 
@@ -175,7 +196,7 @@ class FFNSize:
     d_ff: int
     params: int
     target_params: float  # what the spec asked for: an ungated FFN at d_ff = ratio·d_model (unrounded)
-    mismatch: float  # (params - target) / target; 0 for an exact match
+    mismatch: float  # (params - target) / target: 0 for an exact match, negative when rounding fell short
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -189,11 +210,49 @@ def size_ffn(spec: FFNSpec, d_model: int) -> FFNSize:
         nominal = spec.ratio * d_model
     else:
         nominal = budget_nominal_hidden_size(d_model, spec.ratio, spec.gated, spec.bias)
-    d_ff = round_up(nominal, spec.multiple_of)
+    d_ff = round_to_multiple(nominal, spec.multiple_of, spec.rounding)
     params = ffn_param_count(d_model, d_ff, spec.gated, spec.bias)
     # The target is the ungated FFN at ratio·d_model that both sizings are measured against.
     target = ffn_param_count(d_model, spec.ratio * d_model, gated=False, bias=spec.bias)
     return FFNSize(d_model, nominal, d_ff, params, target, (params - target) / target)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Initialisation scale: what `model.ffn_init=matched` matches
+# ----------------------------------------------------------------------------------------------------------
+
+# The FFN whose output scale at init `matched` gives every variant: GPT-2's, an ungated GELU at 4·d_model.
+MATCHED_REFERENCE = FFNSpec("gelu", width=4)
+_QUADRATURE_POINTS = 101  # Gauss–Hermite nodes: exact for the polynomial variants, ~1e-12 for the smooth ones
+
+
+def hidden_activation(spec: FFNSpec) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The function between the input projection(s) and the output projection of `spec` (tanh GELU included)."""
+    if spec.approximate == "tanh":
+        return functools.partial(F.gelu, approximate="tanh")  # a partial, not a lambda: the module pickles
+    return spec.variant.act
+
+
+def hidden_second_moment(spec: FFNSpec, pre_std: float) -> float:
+    """E[h²] of one hidden unit at init, when every pre-activation is N(0, pre_std²) and biases are 0:
+    E[act(z)²] (ungated), times E[u²] = pre_std² for the independent up projection u (gated). Gauss–Hermite
+    quadrature in float64 through the variant's own activation: deterministic, and it draws no random numbers."""
+    nodes, weights = np.polynomial.hermite.hermgauss(_QUADRATURE_POINTS)
+    z = torch.from_numpy(math.sqrt(2.0) * pre_std * nodes)
+    moment = float((torch.from_numpy(weights) * hidden_activation(spec)(z).square()).sum()) / math.sqrt(math.pi)
+    return moment * pre_std**2 if spec.gated else moment
+
+
+def matched_output_gain(spec: FFNSpec, d_model: int, init_std: float) -> float:
+    """The factor on the output projection's init that gives `spec` the expected output variance at init of
+    MATCHED_REFERENCE (the GPT-2 FFN) at the same d_model. The FFN's input is a LayerNorm output (unit RMS per
+    token, gain 1, bias 0 at init), so with N(0, init_std²) input weights each pre-activation is N(0, s²),
+    s = init_std·√d_model, and the output variance is d_ff · E[h²] · std(w_down)²; std(w_down) is common to both
+    and cancels. 1.0 for the reference itself."""
+    s = init_std * math.sqrt(d_model)
+    ref = size_ffn(MATCHED_REFERENCE, d_model).d_ff * hidden_second_moment(MATCHED_REFERENCE, s)
+    ours = size_ffn(spec, d_model).d_ff * hidden_second_moment(spec, s)
+    return math.sqrt(ref / ours)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -251,14 +310,8 @@ class FeedForward(nn.Module):
             self.w_gate = nn.Linear(d_model, d_ff, bias=spec.bias)
         self.w_up = nn.Linear(d_model, d_ff, bias=spec.bias)
         self.w_down = nn.Linear(d_ff, d_model, bias=spec.bias)
-        self._act = spec.variant.act
-        self._approximate = spec.approximate
+        self.activation = hidden_activation(spec)
         self.stats: ActivationStats | None = None  # set by the training module during validation
-
-    def activation(self, x: torch.Tensor) -> torch.Tensor:
-        if self._approximate == "tanh":
-            return F.gelu(x, approximate="tanh")
-        return self._act(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.spec.gated:

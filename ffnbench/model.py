@@ -22,9 +22,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ffnbench.errors import ConfigError
-from ffnbench.ffn import FeedForward, FFNSpec
+from ffnbench.ffn import FeedForward, FFNSpec, matched_output_gain
 
 INIT_STD = 0.02
+FFN_INITS = ("gpt2", "matched")  # model.ffn_init
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,9 @@ class ModelConfig:
     dropout: float = 0.0
     attn_bias: bool = True  # attention and LayerNorm biases (GPT-2 style); FFN bias is part of the FFN spec
     ffn: FFNSpec = field(default_factory=lambda: FFNSpec(act="gelu", width=4))
+    # gpt2: every FFN as GPT-2 initialises it, so output scales at init differ ~10× between variants;
+    # matched: the output projection rescaled so every variant starts at the GPT-2 FFN's output variance.
+    ffn_init: str = "gpt2"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "seq_len", "d_model", "n_layer", "n_head"):
@@ -50,6 +54,8 @@ class ModelConfig:
             )
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"model.dropout: must be in [0, 1), got {self.dropout!r}")
+        if self.ffn_init not in FFN_INITS:
+            raise ConfigError(f"model.ffn_init: expected {' or '.join(FFN_INITS)}, got {self.ffn_init!r}")
 
 
 class CausalSelfAttention(nn.Module):
@@ -100,8 +106,12 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, seed: int) -> None:
-        """GPT-2 initialisation, each parameter from a generator seeded by (seed, its name)."""
+        """GPT-2 initialisation, each parameter from a generator seeded by (seed, its name). With
+        ffn_init=matched the FFN output projections are then scaled by ffn.matched_output_gain (computed, not
+        drawn: every other parameter, and the draws of the FFN's own, stay as they are)."""
         residual_std = INIT_STD / math.sqrt(2 * self.cfg.n_layer)
+        ffn_gain = matched_output_gain(self.cfg.ffn, self.cfg.d_model, INIT_STD) if self.cfg.ffn_init == "matched" \
+            else None
         for name, p in self.named_parameters():
             if name.endswith(".bias"):
                 p.zero_()
@@ -111,6 +121,8 @@ class GPT(nn.Module):
                 std = residual_std if name.endswith(("attn.proj.weight", "ffn.w_down.weight")) else INIT_STD
                 gen = torch.Generator().manual_seed(param_seed(seed, name))
                 p.copy_(torch.randn(p.shape, generator=gen) * std)
+                if ffn_gain is not None and name.endswith("ffn.w_down.weight"):
+                    p.mul_(ffn_gain)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (B, T, V), or the mean next-token cross-entropy in nats when `targets` is given."""

@@ -10,6 +10,7 @@ from typing import Any
 import lightning as L
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 
 from ffnbench.config import OptimConfig, optim_config
 from ffnbench.ffn import ActivationStats
@@ -17,11 +18,32 @@ from ffnbench.model import GPT, ModelConfig
 from ffnbench.tokenizer import bits_per_byte
 
 
+def _distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def _gather_in_rank_order(local: torch.Tensor) -> torch.Tensor:
+    """The ranks' 1-d tensors (of possibly different lengths), concatenated in rank order on every rank."""
+    if not _distributed():
+        return local.cpu()
+    sizes = [torch.zeros(1, dtype=torch.long, device=local.device) for _ in range(dist.get_world_size())]
+    dist.all_gather(sizes, torch.tensor([local.numel()], device=local.device))
+    longest = int(max(s.item() for s in sizes))
+    padded = torch.zeros(longest, dtype=local.dtype, device=local.device)
+    padded[:local.numel()] = local
+    parts = [torch.empty_like(padded) for _ in sizes]
+    dist.all_gather(parts, padded)
+    return torch.cat([p[:int(n.item())] for p, n in zip(parts, sizes, strict=True)]).cpu()
+
+
 def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
-    """Linear warmup from ~0 to 1 over `warmup_steps`, then cosine decay to `min_ratio` at `total_steps`."""
+    """The lr factor of optimizer step `step` (0-based; a run takes steps 0 … total_steps − 1): linear warmup
+    from 1/warmup_steps to 1 at step warmup_steps − 1 (step 0 without warmup), then cosine decay that reaches
+    `min_ratio` exactly at the last step, total_steps − 1 (and stays there beyond it)."""
     if step < warmup_steps:
         return (step + 1) / warmup_steps
-    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    peak = max(warmup_steps - 1, 0)  # the step at factor 1, where the cosine starts
+    progress = min(1.0, (step - peak) / max(1, total_steps - 1 - peak))
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
@@ -98,6 +120,11 @@ class LMModule(L.LightningModule):
         self.divergence = why
         self.trainer.should_stop = True
 
+    def on_train_start(self) -> None:
+        # A run that diverged in the validation before fit (step 0) trains no further: fit resets should_stop.
+        if self.status == "diverged":
+            self.trainer.should_stop = True
+
     def on_before_optimizer_step(self, optimizer) -> None:
         clip = self.optim.grad_clip
         norm = torch.nn.utils.clip_grad_norm_(self.parameters(), clip if clip else math.inf)
@@ -112,23 +139,32 @@ class LMModule(L.LightningModule):
     # ---- validation ---------------------------------------------------------------------------------
 
     def on_validation_epoch_start(self) -> None:
-        self._val_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        self._val_count = torch.zeros((), dtype=torch.float64, device=self.device)
+        zero = lambda: torch.zeros((), dtype=torch.float64, device=self.device)
+        self._val_sum, self._val_count = zero(), zero()
+        self._final_sum, self._final_count = zero(), zero()  # the final set's (data.final_val_tokens) ...
+        self._final_windows: list[torch.Tensor] = []  # ... and its mean loss per window, in order
         for ffn in self.model.ffns:
             ffn.stats = ActivationStats(ffn.size.d_ff, self.device)
 
     def validation_step(self, batch, batch_idx):
-        x, y = batch
-        loss = self.model(x, y)
-        self._val_sum += loss.double() * y.numel()
-        self._val_count += y.numel()
+        x, y, *final = batch  # a batch of the final set carries a marker (data.batches.FINAL_MARK)
+        if not final:
+            loss = self.model(x, y)
+            self._val_sum += loss.double() * y.numel()
+            self._val_count += y.numel()
+            return
+        logits = self.model(x)
+        per_token = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1), reduction="none")
+        self._final_sum += per_token.double().sum()
+        self._final_count += y.numel()
+        self._final_windows.append(per_token.view(y.shape).double().mean(dim=1))
 
     def on_validation_epoch_end(self) -> None:
         stats = [ffn.stats for ffn in self.model.ffns]
         for ffn in self.model.ffns:
             ffn.stats = None
-        totals = torch.stack([self._val_sum, self._val_count])
-        if dist.is_available() and dist.is_initialized():  # every rank saw its own shard: add them up
+        totals = torch.stack([self._val_sum, self._val_count, self._final_sum, self._final_count])
+        if _distributed():  # every rank saw its own shard: add them up
             dist.all_reduce(totals)
             for s in stats:
                 s.all_reduce()
@@ -142,15 +178,38 @@ class LMModule(L.LightningModule):
             "val_bpb": bits_per_byte(val_loss, self.val_bytes_per_token),
             "ffn": {"mean": mean, "per_layer": per_layer},
         }
+        if totals[3] > 0:
+            record["final"] = self._final_record((totals[2] / totals[3]).item())
         if not self.val_history or self.val_history[-1]["step"] != record["step"]:
             self.val_history.append(record)
-        metrics = {"val/loss": val_loss, "val/bpb": record["val_bpb"]}
-        metrics.update({f"ffn/{k}": v for k, v in mean.items()})
-        for i, layer in enumerate(per_layer):
+        elif "final" in record:  # the final validation at the step fit validated last: the same periodic loss
+            self.val_history[-1] = record
+        self._log_validation(record)
+        # Any validation counts, in fit or not: inside fit `trainer.training` is False while validating, so testing it
+        # (as this once did) let a loss that is NaN only in validation pass as a finished run without a loss.
+        for loss in (val_loss, record.get("final", {}).get("val_loss", 0.0)):
+            if not math.isfinite(loss):
+                self._diverge(f"validation loss became {loss} at step {self.global_step}")
+                break
+
+    def _final_record(self, loss: float) -> dict[str, Any]:
+        """The final set's loss, bits per byte and per-window losses (gathered from every rank, in rank order:
+        each rank holds a contiguous share of the windows)."""
+        local = torch.cat(self._final_windows) if self._final_windows else torch.zeros(0, dtype=torch.float64,
+                                                                                         device=self.device)
+        windows = _gather_in_rank_order(local)
+        bytes_per_token = getattr(self.trainer.datamodule, "final_val_bytes_per_token", None) \
+            or self.val_bytes_per_token
+        return {"val_loss": loss, "val_bpb": bits_per_byte(loss, bytes_per_token), "windows": windows.tolist()}
+
+    def _log_validation(self, record: dict[str, Any]) -> None:
+        metrics = {"val/loss": record["val_loss"], "val/bpb": record["val_bpb"]}
+        if "final" in record:
+            metrics.update({"val/final_loss": record["final"]["val_loss"], "val/final_bpb": record["final"]["val_bpb"]})
+        metrics.update({f"ffn/{k}": v for k, v in record["ffn"]["mean"].items()})
+        for i, layer in enumerate(record["ffn"]["per_layer"]):
             metrics.update({f"ffn/layer{i}/{k}": v for k, v in layer.items()})
         self.log_dict(metrics, on_step=False, on_epoch=True, sync_dist=False, rank_zero_only=True)
-        if not math.isfinite(val_loss) and self.trainer.training:
-            self._diverge(f"validation loss became {val_loss} at step {self.global_step}")
 
     # ---- checkpoints --------------------------------------------------------------------------------
 

@@ -78,7 +78,7 @@ def ffn_record(spec: Any, size: Any) -> dict[str, Any]:
         "act": spec.act, "gated": spec.gated, "sizing": spec.sizing, "ratio": spec.ratio, "bias": spec.bias,
         "multiple_of": spec.multiple_of, "approximate": spec.approximate, "label": spec.label,
         "nominal_d_ff": size.nominal_d_ff, "d_ff": size.d_ff, "params_per_layer": size.params,
-        "target_params": size.target_params, "budget_mismatch": size.mismatch,
+        "target_params": size.target_params, "budget_mismatch": size.mismatch, "rounding": spec.rounding,
     }
 
 

@@ -41,7 +41,7 @@ def reference_models() -> list[ReferenceModel]:
         ReferenceModel(
             "LLaMA-7B",
             ModelConfig(vocab_size=32000, seq_len=2048, d_model=4096, n_layer=32, n_head=32, attn_bias=False,
-                        ffn=FFNSpec("swiglu", budget=4, bias=False, multiple_of=256)),
+                        ffn=FFNSpec("swiglu", budget=4, bias=False, multiple_of=256, rounding="up")),
             "SwiGLU, 3 matrices, no bias; d_ff = 2/3·4·d rounded up to 256",
         ),
     ]

@@ -38,6 +38,16 @@ STATUSES = ("finished", "diverged", "failed", "running")
 FINAL_STATUSES = ("finished", "diverged")  # a rerun of the same config would only repeat these
 METRICS = ("final_train_loss", "final_val_loss", "final_val_bpb", "best_val_loss", "best_val_bpb", "init_val_loss")
 LOCAL_FIELDS = ("run_dir", "resumed_from_step")  # machine- or history-local: left out of a published results.jsonl
+OPTIONAL_FIELDS = ("val_windows",)  # newer than SCHEMA 1: written only when set
+
+
+def fixed_budget_record(target: float | None, non_embedding: int) -> dict[str, float | None]:
+    """The model block's record of the Kaplan-style fixed-budget arm (model.non_embedding_params): the budget
+    asked for and how far the solved d_model misses it, (actual − target) / target; None for both without one."""
+    if target is None:
+        return {"non_embedding_params_target": None, "non_embedding_mismatch": None}
+    return {"non_embedding_params_target": float(target),
+            "non_embedding_mismatch": (non_embedding - float(target)) / float(target)}
 
 
 def summary_key(metric: str) -> str:
@@ -76,6 +86,10 @@ class RunResult:
     versions: dict = field(default_factory=dict)
     git: dict = field(default_factory=dict)
     finished_at: str | None = None
+    # The final validation's mean loss per window of the final validation set (nats/token, in window order). The
+    # windows are a pure function of the data config and seq_len, so the i-th entries of two runs pair. None in
+    # records from before it existed: then it is left out of the file, so those round-trip byte for byte.
+    val_windows: list[float] | None = None
 
     @classmethod
     def from_training(cls, status: str, *, error: str | None, config: dict, run_dir: Path, model: ModelConfig,
@@ -90,7 +104,9 @@ class RunResult:
             config: the resolved Hydra config.
             run_dir: the run directory (its name is the run's name).
             model: the ModelConfig trained (its FFNSpec included).
-            history: LMModule.val_history, one record per validation ({step, tokens, val_loss, val_bpb, ffn}).
+            history: LMModule.val_history, one record per validation ({step, tokens, val_loss, val_bpb, ffn}); the
+                last may hold `final` ({val_loss, val_bpb, windows}: the final validation set), which the final
+                metrics are then taken from.
             last_train_loss: the last training loss read (LMModule.last_train_loss).
             steps: optimizer steps done; tokens_per_step: global batch × seq_len; total_steps: the budget.
             resumed_from: the checkpoint's step when the run was resumed.
@@ -104,8 +120,10 @@ class RunResult:
         flops = count_flops(model)
         finite = [h for h in history if h["val_loss"] is not None and math.isfinite(h["val_loss"])]
         final = history[-1] if history else None
+        final_set = (final or {}).get("final") or final  # the large final set when there was one
         best = min(finite, key=lambda h: h["val_loss"]) if finite else None
         init = history[0] if history and history[0]["step"] == 0 else None
+        params = count_params(model)
         return cls(
             status=status,
             error=error,
@@ -115,15 +133,16 @@ class RunResult:
             seed=config.get("seed"),
             config=config,
             ffn=ffn_record(model.ffn, size_ffn(model.ffn, model.d_model)),
-            model=model_record(model, config["model"].get("name")),
-            params=count_params(model).as_dict(),
+            model={**model_record(model, config["model"].get("name")), "ffn_init": model.ffn_init,
+                   **fixed_budget_record(config["model"].get("non_embedding_params"), params.non_embedding)},
+            params=params.as_dict(),
             flops={"per_token_training": flops.training, "per_token_forward": flops.forward,
                    "total_training": flops.training * steps * tokens_per_step},
             data=data,
             metrics={  # METRICS
                 "final_train_loss": last_train_loss,
-                "final_val_loss": final["val_loss"] if final else None,
-                "final_val_bpb": final["val_bpb"] if final else None,
+                "final_val_loss": final_set["val_loss"] if final else None,
+                "final_val_bpb": final_set["val_bpb"] if final else None,
                 "best_val_loss": best["val_loss"] if best else None,
                 "best_val_bpb": best["val_bpb"] if best else None,
                 "init_val_loss": init["val_loss"] if init else None,
@@ -142,6 +161,7 @@ class RunResult:
             versions=versions(),
             git=git_revision(),
             finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            val_windows=((final or {}).get("final") or {}).get("windows"),
         )
 
     # ---- (de)serialisation ------------------------------------------------------------------------------
@@ -151,6 +171,9 @@ class RunResult:
         line of a published results.jsonl."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data = {"schema": data.pop("schema"), **data}  # the schema leads the file
+        for key in OPTIONAL_FIELDS:  # absent from older records: not written back as null
+            if data[key] is None:
+                data.pop(key)
         if portable:
             for key in LOCAL_FIELDS:
                 data.pop(key)

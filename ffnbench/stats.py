@@ -1,35 +1,53 @@
-"""Statistics over seeds: summaries with t-intervals, paired and unpaired differences, power, verdicts.
+"""Statistics over seeds: summaries with t-intervals, paired and unpaired differences, a hierarchical
+bootstrap over seeds and validation windows, rates with an exact test, power, verdicts and their multiplicity
+correction.
 
-Pure functions of plain numbers. Every interval is a two-sided 95% Student-t interval; with fewer than two
-values there is no interval, and none is made up: the fields are None and every verdict is "inconclusive".
+Pure functions of plain numbers. Every interval is a two-sided 95% interval (Student t, or percentile for the
+bootstrap); with fewer than two values there is no interval, and none is made up: the fields are None and every
+verdict is "inconclusive". The same holds when every seed gives the same value or difference: a zero spread
+is no estimate of the noise, so n = 2 identical seeds must not decide anything.
 
 Verdict rules (one family, used by every trained claim): an interval that lies strictly on one side of a
-threshold decides; an interval that touches or contains it is inconclusive; no interval is inconclusive.
+threshold decides; an interval that touches or contains it is inconclusive; no interval is inconclusive. Each
+verdict carries the one-sided p-value of the decision it made (from the same distribution as its interval),
+so that `combine` can correct a claim's parts for multiplicity (Holm, see MULTIPLICITY).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import optimize
 from scipy import stats as st
 
 CONFIDENCE = 0.95
+FAMILY_ALPHA = 0.05  # family-wise error rate over the parts of one claim
+MULTIPLICITY = f"Holm over a claim's parts, family α = {FAMILY_ALPHA:g}"
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
 VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE)
 ONE_SEED = "one seed: no interval"
+NO_SPREAD = "identical at every seed: no estimate of the noise"
 SEEDS_CAP = 1000
+_FLAT = 1e-12  # relative spread below which values are "the same up to rounding"
 
 
 def _t_crit(df: float, confidence: float = CONFIDENCE) -> float:
     return float(st.t.ppf(0.5 + confidence / 2, df))
 
 
+def _flat(spread: float, mean: float) -> bool:
+    """True when a standard deviation (or error) is zero up to floating-point rounding of the mean."""
+    return spread <= _FLAT * max(1.0, abs(mean))
+
+
 @dataclass(frozen=True)
 class Summary:
-    """Mean over seeds, sample standard deviation (ddof=1) and the 95% t-interval of the mean."""
+    """Mean over seeds, sample standard deviation (ddof=1) and the 95% t-interval of the mean. The interval
+    is descriptive even when every value is the same (a point); the verdict rules treat that as no noise
+    estimate and say inconclusive."""
 
     n: int
     mean: float | None
@@ -40,6 +58,19 @@ class Summary:
     @property
     def has_ci(self) -> bool:
         return self.ci_low is not None
+
+    @property
+    def se(self) -> float | None:
+        """Standard error of the mean (what the t-interval is built on)."""
+        return None if self.std is None else self.std / math.sqrt(self.n)
+
+    @property
+    def df(self) -> float | None:
+        return self.n - 1 if self.n >= 2 else None
+
+    @property
+    def boot(self) -> tuple:
+        return ()
 
 
 def summarize(values: Iterable[float]) -> Summary:
@@ -57,9 +88,12 @@ def summarize(values: Iterable[float]) -> Summary:
 
 @dataclass(frozen=True)
 class Paired:
-    """A difference b − a: its mean, the standard deviation of the per-seed differences (paired) or of the
-    pooled samples (Welch, n = the smaller side), the 95% interval and the two-sided p-value of "no
-    difference". `seeds` are the seeds paired on (empty for Welch)."""
+    """A difference b − a: its mean, the standard deviation of the per-seed differences (paired, bootstrap:
+    of the per-seed means) or of the pooled samples (Welch, n = the smaller side), the 95% interval and the
+    two-sided p-value of "no difference". `seeds` are the seeds paired on (empty for Welch). `se` and `df`
+    are the standard error and degrees of freedom the t-interval was built on (None for the bootstrap);
+    `boot` holds the sorted bootstrap means (bootstrap only), so that a verdict's p-value comes from the
+    same distribution as the interval. No interval (has_ci False) with n < 2 or a zero spread."""
 
     n: int
     mean: float | None
@@ -68,7 +102,10 @@ class Paired:
     ci_high: float | None
     p_value: float | None
     seeds: tuple = ()
-    method: str = "paired"  # paired | welch
+    method: str = "paired"  # paired | welch | bootstrap
+    se: float | None = None
+    df: float | None = None
+    boot: tuple = field(default=(), repr=False, compare=False)
 
     @property
     def has_ci(self) -> bool:
@@ -77,15 +114,16 @@ class Paired:
 
 def one_sample(diffs: Mapping) -> Paired:
     """Per-seed differences {seed: d} → their mean, 95% t-interval and the one-sample t-test against 0
-    (which is exactly the paired t-test of the two samples they came from)."""
+    (which is exactly the paired t-test of the two samples they came from). The same difference at every
+    seed gives no interval and no p-value: a zero standard deviation says nothing about the noise."""
     seeds = tuple(sorted(diffs))
     s = summarize(diffs[k] for k in seeds)
     if s.n < 2:
         return Paired(s.n, s.mean, None, None, None, None, seeds)
-    if s.std <= 1e-12 * max(1.0, abs(s.mean)):  # the same difference at every seed (up to rounding): a point
-        return Paired(s.n, s.mean, 0.0, s.mean, s.mean, 1.0 if s.mean == 0 else 0.0, seeds)
+    if _flat(s.std, s.mean):
+        return Paired(s.n, s.mean, 0.0, None, None, None, seeds)
     p = float(st.ttest_1samp([diffs[k] for k in seeds], 0.0).pvalue)
-    return Paired(s.n, s.mean, s.std, s.ci_low, s.ci_high, p, seeds)
+    return Paired(s.n, s.mean, s.std, s.ci_low, s.ci_high, p, seeds, se=s.se, df=s.df)
 
 
 def paired(a: Mapping, b: Mapping) -> Paired:
@@ -95,7 +133,8 @@ def paired(a: Mapping, b: Mapping) -> Paired:
 
 
 def welch(a: Iterable[float], b: Iterable[float]) -> Paired:
-    """Unpaired b − a (Welch's t, unequal variances), for runs that share no seeds."""
+    """Unpaired b − a (Welch's t, unequal variances), for runs that share no seeds. Both sides constant
+    (standard error 0) gives no interval and no p-value, as in `one_sample`."""
     xa, xb = np.asarray(list(a), dtype=float), np.asarray(list(b), dtype=float)
     n = min(len(xa), len(xb))
     mean = float(xb.mean() - xa.mean()) if n else None
@@ -104,12 +143,12 @@ def welch(a: Iterable[float], b: Iterable[float]) -> Paired:
     va, vb = xa.var(ddof=1) / len(xa), xb.var(ddof=1) / len(xb)
     se = math.sqrt(va + vb)
     std = float(math.sqrt((xa.var(ddof=1) + xb.var(ddof=1)) / 2))
-    if se == 0:
-        return Paired(n, mean, 0.0, mean, mean, 1.0 if mean == 0 else 0.0, method="welch")
+    if _flat(se, mean):
+        return Paired(n, mean, 0.0, None, None, None, method="welch")
     df = (va + vb) ** 2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1))  # Welch–Satterthwaite
     half = _t_crit(df) * se
     p = float(st.ttest_ind(xb, xa, equal_var=False).pvalue)
-    return Paired(n, mean, std, mean - half, mean + half, p, method="welch")
+    return Paired(n, mean, std, mean - half, mean + half, p, method="welch", se=se, df=float(df))
 
 
 def compare(a: Mapping, b: Mapping) -> Paired:
@@ -121,16 +160,146 @@ def compare(a: Mapping, b: Mapping) -> Paired:
     return paired(a, b)
 
 
+# ---- validation sampling noise: a hierarchical bootstrap -------------------------------------------------
+
+_BOOT_CHUNK = 1 << 22  # index draws per block when resampling windows: bounds memory for per-token windows
+
+
+def _window_means(rng: np.random.Generator, windows: np.ndarray, times: int) -> np.ndarray:
+    """`times` bootstrap means of one seed's windows, each resampled with replacement. A single window is
+    its own mean (and draws nothing), which is what makes one window per seed a plain seed bootstrap."""
+    if len(windows) == 1 or times == 0:
+        return np.full(times, windows[0])
+    rows = max(1, _BOOT_CHUNK // len(windows))
+    return np.concatenate([windows[rng.integers(0, len(windows), size=(min(rows, times - i), len(windows)))]
+                           .mean(axis=1) for i in range(0, times, rows)])
+
+
+def hierarchical_bootstrap(diffs: Mapping[int, Sequence[float]], n_boot: int = 2000, seed: int = 0,
+                           confidence: float = CONFIDENCE) -> Paired:
+    """b − a with both sources of noise: seed to seed, and the sampling of a fixed validation set.
+
+    Args:
+        diffs: {seed: per-window loss differences b − a}, both runs of a seed scored on the same validation
+            windows (so the windows pair, as the seeds do).
+        n_boot: bootstrap replicates.
+        seed: seed of the numpy Generator; the result is a deterministic function of it.
+        confidence: coverage of the two-sided percentile interval.
+
+    Each replicate resamples the seeds with replacement, then the windows within each chosen seed, and
+    averages (every seed weighs the same). The interval is the percentile interval of the replicate means
+    (inverted-CDF quantiles, so "the interval lies above t" is exactly "fewer than 2.5% of replicates are
+    ≤ t", which keeps verdict p-values consistent with it); p_value is twice the smaller tail share at 0.
+    Fewer than two seeds, or replicates that are all equal (identical seeds, no window noise), give no
+    interval. Caveat: with 2–3 seeds the seed level has very few distinct resamples and a percentile
+    bootstrap covers less than its nominal 95% (it lacks the t distribution's heavy tails); it adds the
+    window noise, it does not replace the small-sample caution of the t interval over seed means.
+    """
+    if n_boot < 2:
+        raise ValueError(f"hierarchical_bootstrap: n_boot={n_boot} is too few; use at least 2 (default 2000)")
+    seeds = tuple(sorted(diffs))
+    windows = [np.asarray(diffs[s], dtype=float).ravel() for s in seeds]
+    for s, w in zip(seeds, windows):
+        if len(w) == 0:
+            raise ValueError(f"hierarchical_bootstrap: seed {s} has no window differences; give at least one")
+    n = len(seeds)
+    means = np.array([w.mean() for w in windows])
+    mean = float(means.mean()) if n else None
+    if n < 2:
+        return Paired(n, mean, None, None, None, None, seeds, "bootstrap")
+    rng = np.random.default_rng(seed)
+    pick = rng.integers(0, n, size=(n_boot, n))
+    level = np.empty((n_boot, n))
+    for j, w in enumerate(windows):
+        chosen = pick == j
+        level[chosen] = _window_means(rng, w, int(chosen.sum()))
+    boot = np.sort(level.mean(axis=1))
+    std = float(means.std(ddof=1))
+    if _flat(float(boot[-1] - boot[0]), mean):
+        return Paired(n, mean, std, None, None, None, seeds, "bootstrap")
+    low, high = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2], method="inverted_cdf")
+    p = min(1.0, 2 * min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))))
+    return Paired(n, mean, std, float(low), float(high), p, seeds, "bootstrap", se=float(boot.std(ddof=1)),
+                  boot=tuple(boot.tolist()))
+
+
+# ---- rates (e.g. divergence) with an exact test ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RateDifference:
+    """k events in n runs on each side (e.g. diverged runs): the rates, b − a, Fisher's exact two-sided
+    p-value of "same rate" and Newcombe's hybrid-score (Wilson) 95% interval for b − a. A side with no
+    runs has rate None, and then the difference, p-value and interval are None."""
+
+    k_a: int
+    n_a: int
+    k_b: int
+    n_b: int
+    rate_a: float | None
+    rate_b: float | None
+    difference: float | None
+    p_value: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+def _wilson(k: int, n: int, confidence: float) -> tuple[float, float]:
+    ci = st.binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def rate_difference(k_a: int, n_a: int, k_b: int, n_b: int, confidence: float = CONFIDENCE) -> RateDifference:
+    """Compare two event rates k_a/n_a and k_b/n_b exactly (Fisher), because with a handful of runs a
+    normal approximation, or a raw difference in counts, lets one run decide.
+
+    Args:
+        k_a, n_a: events and runs on side a (0 ≤ k_a ≤ n_a).
+        k_b, n_b: the same on side b.
+        confidence: coverage of the interval for b − a (Newcombe 1998, method 10: cheap, and it does not
+            collapse to a point at 0/n the way the Wald interval does).
+    """
+    for side, k, n in (("a", k_a, n_a), ("b", k_b, n_b)):
+        if not 0 <= k <= n:
+            raise ValueError(f"rate_difference: side {side} has {k} events in {n} runs; need 0 ≤ events ≤ runs")
+    rate_a, rate_b = (k_a / n_a if n_a else None), (k_b / n_b if n_b else None)
+    if not (n_a and n_b):
+        return RateDifference(k_a, n_a, k_b, n_b, rate_a, rate_b, None, None, None, None)
+    p = float(st.fisher_exact([[k_b, n_b - k_b], [k_a, n_a - k_a]]).pvalue)
+    (la, ua), (lb, ub) = _wilson(k_a, n_a, confidence), _wilson(k_b, n_b, confidence)
+    d = rate_b - rate_a
+    low = d - math.sqrt((rate_b - lb) ** 2 + (ua - rate_a) ** 2)
+    high = d + math.sqrt((ub - rate_b) ** 2 + (rate_a - la) ** 2)
+    return RateDifference(k_a, n_a, k_b, n_b, rate_a, rate_b, d, min(p, 1.0), low, high)
+
+
 # ---- power ----------------------------------------------------------------------------------------------
+
+
+def _power(ncp: float, df: int, crit: float) -> float:
+    """Power of the two-sided t-test with critical value `crit` when the statistic is noncentral t(df, ncp).
+    The lower tail P(T < −crit) is taken as P(−T > crit) with −T ~ nct(df, −ncp): scipy's nct.cdf returns NaN
+    for some large ncp at df = 1, its sf does not."""
+    return float(st.nct.sf(crit, df, ncp) + st.nct.sf(crit, df, -ncp))
 
 
 def minimal_detectable_effect(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float | None:
     """The smallest true paired difference a two-sided paired t-test at level `alpha` detects with
-    probability `power`, given the per-seed differences' standard deviation: (t₁₋α/₂ + t_power)·sd/√n, both
-    quantiles at n − 1 degrees of freedom. None with fewer than two seeds."""
+    probability `power`, given the per-seed differences' standard deviation `sd`. Solved exactly: the
+    noncentrality δ·√n/sd at which the noncentral t(n − 1) gives `power`. (The usual (t₁₋α/₂ + t_power)·sd/√n
+    is a large-n approximation: at n = 3 its effect has power 0.77, not 0.80.) None with fewer than two
+    seeds."""
     if n < 2 or sd is None:
         return None
-    return (float(st.t.ppf(1 - alpha / 2, n - 1)) + float(st.t.ppf(power, n - 1))) * sd / math.sqrt(n)
+    if not 0 < alpha < power < 1:
+        raise ValueError(f"minimal_detectable_effect: need 0 < alpha < power < 1, got alpha={alpha}, power={power}")
+    df = n - 1
+    crit = float(st.t.ppf(1 - alpha / 2, df))
+    hi = max(1.0, crit + float(st.t.ppf(power, df)))  # the approximation: a lower bound at small n
+    while _power(hi, df, crit) < power:
+        hi *= 2
+    ncp = optimize.brentq(lambda x: _power(x, df, crit) - power, 0.0, hi, xtol=1e-13, rtol=1e-14)
+    return ncp * sd / math.sqrt(n)
 
 
 @dataclass(frozen=True)
@@ -144,11 +313,16 @@ class SeedsNeeded:
 
 def seeds_needed(sd: float, effect: float = 0.01, alpha: float = 0.05, power: float = 0.8,
                  cap: int = SEEDS_CAP) -> SeedsNeeded:
-    """The smallest number of seeds (≥ 2) whose minimal detectable effect is ≤ `effect`, up to `cap`."""
-    for n in range(2, cap + 1):
-        if minimal_detectable_effect(sd, n, alpha, power) <= effect:  # type: ignore[operator]
-            return SeedsNeeded(n, False)
-    return SeedsNeeded(cap, True)
+    """The smallest number of seeds (≥ 2) whose minimal detectable effect is ≤ `effect`, up to `cap`.
+    Bisection, since the MDE falls with n (each MDE is a root-find over the noncentral t)."""
+    mde = lambda n: minimal_detectable_effect(sd, n, alpha, power)
+    if mde(cap) > effect:  # type: ignore[operator]
+        return SeedsNeeded(cap, True)
+    lo, hi = 1, cap  # invariant: lo seeds do not resolve the effect (n = 1 never does), hi seeds do
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if mde(mid) <= effect else (mid, hi)  # type: ignore[operator]
+    return SeedsNeeded(hi, False)
 
 
 # ---- verdicts ---------------------------------------------------------------------------------------------
@@ -156,19 +330,42 @@ def seeds_needed(sd: float, effect: float = 0.01, alpha: float = 0.05, power: fl
 
 @dataclass(frozen=True)
 class Verdict:
+    """A decision and why. `p_value` is the one-sided p-value of the decision made (for an inconclusive
+    verdict: the smallest of the decisions it could have made), from the distribution its interval came
+    from; None for exact or analytic parts, which `combine` does not correct. It is metadata: two verdicts
+    with the same decision and reason compare equal."""
+
     verdict: str  # supported | contradicted | inconclusive
     reason: str
+    p_value: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         assert self.verdict in VERDICTS, self.verdict
 
 
 def _interval(x: Paired | Summary) -> tuple[float, float] | Verdict:
+    """The interval a rule decides on, or the inconclusive verdict that stands in for a missing one."""
     if x.n < 1:
         return Verdict(INCONCLUSIVE, "no runs to compare")
-    if not x.has_ci:
-        return Verdict(INCONCLUSIVE, ONE_SEED)
-    return x.ci_low, x.ci_high  # type: ignore[return-value]
+    if x.has_ci and not _flat(x.ci_high - x.ci_low, x.mean):
+        return x.ci_low, x.ci_high  # type: ignore[return-value]
+    if x.n >= 2 and x.std is not None:  # n ≥ 2 but no (or a point) interval: every seed agreed exactly
+        return Verdict(INCONCLUSIVE, NO_SPREAD)
+    return Verdict(INCONCLUSIVE, ONE_SEED)
+
+
+def _p_beyond(x: Paired | Summary, threshold: float, above: bool) -> float:
+    """One-sided p-value of "the true value is not above `threshold`" (above=True) or "not below it":
+    small when the data say it is. From the t distribution the interval used (se, df), or for a bootstrap
+    the share of replicate means on the wrong side, so that "the 95% interval excludes the threshold" and
+    "p ≤ 0.025" are the same statement."""
+    if x.boot:
+        b = np.asarray(x.boot)
+        return float(np.mean(b <= threshold) if above else np.mean(b >= threshold))
+    se = x.se if x.se is not None else x.std / math.sqrt(x.n)  # type: ignore[operator]
+    df = x.df if x.df is not None else x.n - 1
+    t = (x.mean - threshold) / se  # type: ignore[operator]
+    return float(st.t.sf(t, df) if above else st.t.cdf(t, df))
 
 
 def _fmt_ci(low: float, high: float) -> str:
@@ -177,67 +374,125 @@ def _fmt_ci(low: float, high: float) -> str:
 
 def verdict_better(result: Paired | Summary, margin: float = 0.0) -> Verdict:
     """For a difference oriented so that positive means the claim holds: supported if the 95% CI lies above
-    +margin, contradicted if it lies below −margin, inconclusive otherwise (and with n < 2)."""
+    +margin, contradicted if it lies below −margin, inconclusive otherwise (and with n < 2 or no spread).
+    p_value: the one-sided test against +margin (supported) or −margin (contradicted)."""
     ci = _interval(result)
     if isinstance(ci, Verdict):
         return ci
     low, high = ci
+    p_up, p_down = _p_beyond(result, margin, True), _p_beyond(result, -margin, False)
     if low > margin:
-        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} lies above {margin:g}")
+        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} lies above {margin:g}", p_up)
     if high < -margin:
-        return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies below {(-margin or 0.0):g}")
+        return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies below {(-margin or 0.0):g}", p_down)
     band = f"[{(-margin or 0.0):g}, {margin:g}]" if margin else "0"
-    return Verdict(INCONCLUSIVE, f"95% CI {_fmt_ci(low, high)} {'overlaps' if margin else 'contains'} {band}")
+    return Verdict(INCONCLUSIVE, f"95% CI {_fmt_ci(low, high)} {'overlaps' if margin else 'contains'} {band}",
+                   min(p_up, p_down))
 
 
 def verdict_below(result: Paired | Summary, bound: float) -> Verdict:
     """For "the quantity is smaller than `bound`" (e.g. a cost within a practical margin): supported if the
-    whole 95% CI lies below it, contradicted if the whole CI lies above it, inconclusive otherwise."""
+    whole 95% CI lies below it, contradicted if the whole CI lies above it, inconclusive otherwise.
+    p_value: the one-sided test against `bound` in the direction decided."""
     ci = _interval(result)
     if isinstance(ci, Verdict):
         return ci
     low, high = ci
+    p_below, p_above = _p_beyond(result, bound, False), _p_beyond(result, bound, True)
     if high < bound:
-        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} lies below {bound:g}")
+        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} lies below {bound:g}", p_below)
     if low > bound:
-        return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies above {bound:g}")
-    return Verdict(INCONCLUSIVE, f"95% CI {_fmt_ci(low, high)} contains {bound:g}")
+        return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies above {bound:g}", p_above)
+    return Verdict(INCONCLUSIVE, f"95% CI {_fmt_ci(low, high)} contains {bound:g}", min(p_below, p_above))
 
 
 def verdict_at_least(result: Paired | Summary, bound: float) -> Verdict:
     """For "the quantity is at least `bound`": supported if the whole 95% CI is ≥ it, contradicted if the
-    whole CI lies below it, inconclusive otherwise."""
+    whole CI lies below it, inconclusive otherwise. p_value: the one-sided test against `bound`."""
     ci = _interval(result)
     if isinstance(ci, Verdict):
         return ci
     low, high = ci
+    p_above, p_below = _p_beyond(result, bound, True), _p_beyond(result, bound, False)
     if low >= bound:
-        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} is ≥ {bound:g}")
+        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} is ≥ {bound:g}", p_above)
     if high < bound:
-        return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies below {bound:g}")
-    return Verdict(INCONCLUSIVE, f"95% CI {_fmt_ci(low, high)} contains {bound:g}")
+        return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies below {bound:g}", p_below)
+    return Verdict(INCONCLUSIVE, f"95% CI {_fmt_ci(low, high)} contains {bound:g}", min(p_above, p_below))
 
 
 def verdict_within(result: Summary, low_high: tuple[float, float], outer: tuple[float, float]) -> Verdict:
     """Supported if the 95% CI lies inside `low_high`; contradicted if it lies wholly outside `outer` (a
-    wider band); inconclusive otherwise."""
+    wider band); inconclusive otherwise. p_value: supported, the larger of the two one-sided tests against
+    the band's ends (an equivalence test, TOST); contradicted, the test against the outer end passed."""
     ci = _interval(result)
     if isinstance(ci, Verdict):
         return ci
     low, high = ci
+    p_in = max(_p_beyond(result, low_high[0], True), _p_beyond(result, low_high[1], False))
+    p_under, p_over = _p_beyond(result, outer[0], False), _p_beyond(result, outer[1], True)
     if low_high[0] <= low and high <= low_high[1]:
-        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} lies within [{low_high[0]:g}, {low_high[1]:g}]")
+        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} lies within [{low_high[0]:g}, {low_high[1]:g}]",
+                       p_in)
     if high < outer[0] or low > outer[1]:
-        return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies outside [{outer[0]:g}, {outer[1]:g}]")
+        return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies outside [{outer[0]:g}, {outer[1]:g}]",
+                       p_under if high < outer[0] else p_over)
     return Verdict(INCONCLUSIVE, f"95% CI {_fmt_ci(low, high)} is neither within [{low_high[0]:g}, "
-                                 f"{low_high[1]:g}] nor outside [{outer[0]:g}, {outer[1]:g}]")
+                                 f"{low_high[1]:g}] nor outside [{outer[0]:g}, {outer[1]:g}]",
+                   min(p_in, p_under, p_over))
+
+
+def verdict_rate_lower(result: RateDifference, alpha: float = 1 - CONFIDENCE) -> Verdict:
+    """For "side b has the event (e.g. diverges) less often than side a", on Fisher's exact test: supported
+    if p < alpha and b's rate is lower, contradicted if p < alpha and b's rate is higher, inconclusive
+    otherwise, so a single run's difference (0/3 vs 1/3, p = 1) never decides. p_value: half the two-sided
+    Fisher p, so that `combine`'s Holm step, which doubles it, compares exactly the test that decided."""
+    if result.p_value is None:
+        return Verdict(INCONCLUSIVE, f"no runs on side {'a' if not result.n_a else 'b'}")
+    p = result.p_value
+    text = f"{result.k_b}/{result.n_b} vs {result.k_a}/{result.n_a} (Fisher exact p = {p:.2g})"
+    if p < alpha and result.rate_b < result.rate_a:  # type: ignore[operator]
+        return Verdict(SUPPORTED, f"{text}: lower", p / 2)
+    if p < alpha and result.rate_b > result.rate_a:  # type: ignore[operator]
+        return Verdict(CONTRADICTED, f"{text}: higher", p / 2)
+    return Verdict(INCONCLUSIVE, f"{text}: no significant difference at {alpha:g}", p / 2)
+
+
+# ---- a claim made of parts ---------------------------------------------------------------------------------
+
+
+def holm(parts: Sequence[tuple[str, Verdict]], alpha: float = FAMILY_ALPHA) -> list[tuple[str, Verdict]]:
+    """Holm's step-down procedure over the parts that carry a p-value (m of them): sorted by p, the i-th
+    (from 1) keeps its decision only if it and every smaller one pass 2·p ≤ alpha/(m − i + 1) — 2·p being
+    the two-sided equivalent of the 95% interval that decided. A decision that does not survive becomes
+    inconclusive, saying so. Parts without a p-value (exact, analytic, no interval) are not tested and not
+    counted; with m < 2 there is nothing to correct and the parts come back unchanged."""
+    tested = sorted((i for i, (_, v) in enumerate(parts) if v.p_value is not None), key=lambda i: parts[i][1].p_value)
+    m, out, stop = len(tested), list(parts), None  # stop: (2p, threshold) of the part where Holm stopped
+    if m < 2:
+        return out
+    for rank, i in enumerate(tested):
+        label, v = parts[i]
+        p2, need = min(1.0, 2 * v.p_value), alpha / (m - rank)  # type: ignore[operator]
+        if stop is None and p2 > need:
+            stop = (p2, need)
+        if stop is not None and v.verdict != INCONCLUSIVE:
+            why = f"needs ≤ {need:.2g}" if stop == (p2, need) else \
+                f"Holm stopped at a part with p = {stop[0]:.2g} > {stop[1]:.2g}"
+            out[i] = (label, Verdict(INCONCLUSIVE, f"{v.reason}, but not significant after Holm over {m} parts "
+                                                   f"(p = {p2:.2g}, {why})", v.p_value))
+    return out
 
 
 def combine(parts: list[tuple[str, Verdict]]) -> Verdict:
-    """A claim made of several parts is their conjunction: contradicted if any part is contradicted,
-    supported if every part is supported, inconclusive otherwise (including when there are no parts)."""
+    """A claim made of several parts is their conjunction, after a multiplicity correction (MULTIPLICITY:
+    Holm over the parts that carry a p-value, family α = 0.05, see `holm`): without it, "contradicted if any
+    part is" over four parts would contradict a true claim far more often than 5% of the time. Then:
+    contradicted if any part is contradicted, supported if every part is supported, inconclusive otherwise
+    (including when there are no parts)."""
     if not parts:
         return Verdict(INCONCLUSIVE, "nothing to test")
+    parts = holm(parts)
     bad = [f"{label}: {v.reason}" for label, v in parts if v.verdict == CONTRADICTED]
     if bad:
         return Verdict(CONTRADICTED, "; ".join(bad))

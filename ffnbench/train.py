@@ -142,8 +142,10 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
             trainer.validate(module, datamodule=dm, verbose=False)  # step 0: loss and FFN stats at init
         trainer.fit(module, datamodule=dm, ckpt_path=str(plan.ckpt) if plan.ckpt else None)
         status = "finished" if module.status == "running" else module.status
-        if status == "finished" and (not module.val_history or module.val_history[-1]["step"] != trainer.global_step):
-            trainer.validate(module, datamodule=dm, verbose=False)  # the final metrics are at the last step
+        if status == "finished":  # the final validation: the periodic windows again, then data.final_val_tokens'
+            dm.final = True
+            trainer.validate(module, datamodule=dm, verbose=False)
+            status = "finished" if module.status == "running" else module.status  # a NaN here is a divergence
         error = module.divergence if status == "diverged" else None
         exit_code = 0
     except BaseException as e:  # record the failure (Ctrl-C and SystemExit included), then let it propagate

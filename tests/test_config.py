@@ -69,7 +69,7 @@ def test_composition_errors_are_one_line():
 
 
 def test_model_config_solves_d_model_for_a_fixed_budget():
-    cfg = compose(["model=tiny", "ffn=gelu", "ffn.width=8", "model.non_embedding_params=500000"])
+    cfg = compose(["model=tiny", "ffn=gelu", "ffn.width=8", "model.non_embedding_params=1000000"])
     mcfg = model_config(cfg, 256)
     assert mcfg.d_model != 128 and mcfg.d_model % mcfg.n_head == 0
 
@@ -156,3 +156,44 @@ def test_command_lines_are_composed_before_hydra_starts():
         check_overrides(["optim.nope=1"])
     with pytest.raises(ConfigError, match="seed=0,1"):  # a sweep without -m
         check_overrides(["seed=0,1"])
+
+
+def test_the_fixed_budget_arm_must_come_close_to_its_budget():
+    from ffnbench.accounting import count_params, solve_d_model
+
+    cfg = compose(["model=tiny", "ffn=gelu", "ffn.width=8", "model.non_embedding_params=1000000"])
+    d_model, mismatch = solve_d_model(1e6, 4, 4, ffn_spec(cfg.ffn))  # 112, +0.73%
+    assert model_config(cfg, 256).d_model == d_model and 0 < mismatch <= 0.02
+    assert mismatch == (count_params(model_config(cfg, 256)).non_embedding - 1e6) / 1e6
+    tight = compose(["model=tiny", "ffn=gelu", "ffn.width=8", "model.non_embedding_params=1000000",
+                     f"model.max_budget_mismatch={mismatch / 2}"])
+    with pytest.raises(ConfigError) as info:
+        model_config(tight, 256)
+    assert str(info.value).startswith("model.max_budget_mismatch: gelu-w8-nobias with 4 layers of 4 heads gets "
+                                      f"d_model={d_model}, +0.73% off") and "\n" not in str(info.value)
+    below = compose(["model=tiny", "ffn=gelu", "ffn.width=4", "model.non_embedding_params=500000"])  # d=100: −3.3%
+    with pytest.raises(ConfigError, match=r"^model.max_budget_mismatch: .* -3\.32% off"):
+        model_config(below, 256)
+    with pytest.raises(ConfigError, match=r"^model.max_budget_mismatch: must be ≥ 0"):
+        model_config(compose(["model.non_embedding_params=500000", "model.max_budget_mismatch=-1"]), 256)
+
+
+def test_ffn_max_mismatch_bounds_the_budget_in_both_directions():
+    below = compose(["ffn=swiglu", "ffn.budget=4"])  # d = 128: 341 units, −0.098% of the budget
+    assert model_config(below, 256).ffn.budget == 4
+    with pytest.raises(ConfigError, match=r"-0\.10% off the budget.*ffn.max_mismatch=0.0005"):
+        model_config(compose(["ffn=swiglu", "ffn.budget=4", "ffn.max_mismatch=0.0005"]), 256)
+    with pytest.raises(ConfigError, match=r"\+0\.20% off the budget.*ffn.max_mismatch=0.0005"):
+        model_config(compose(["ffn=swiglu", "ffn.budget=2", "ffn.max_mismatch=0.0005"]), 256)  # 171: above
+
+
+def test_ffn_init_is_part_of_a_runs_identity_and_name():
+    assert model_config(compose([]), 256).ffn_init == "gpt2"
+    matched = compose(["ffn=swiglu", "model.ffn_init=matched"], return_hydra_config=True)
+    assert model_config(matched, 256).ffn_init == "matched"
+    assert str(matched.hydra.sweep.subdir) == "swiglu-b4-nobias-model.ffn_init=matched-s0"
+    assert identity_diff({"model": {"ffn_init": "gpt2"}}, {"model": {"ffn_init": "matched"}}) == {
+        "model.ffn_init": ("gpt2", "matched")}
+    assert identity_diff({"model": {"max_budget_mismatch": 0.02}}, {"model": {"max_budget_mismatch": 0.05}}) == {}
+    with pytest.raises(ConfigError, match="^model.ffn_init: expected gpt2 or matched, got 'xavier'"):
+        model_config(compose(["model.ffn_init=xavier"]), 256)

@@ -29,6 +29,8 @@ from ffnbench.data import (
     val_window_offsets,
     window_offsets,
 )
+from ffnbench.data.batches import FINAL_MARK
+from ffnbench.data.cache import TOKEN_BYTES_FILE
 from ffnbench.errors import ConfigError, DataError
 from ffnbench.tokenizer import BPE_FILE, BPETokenizer, ByteTokenizer
 
@@ -109,6 +111,8 @@ def attach(dm, world_size=1, rank=0, global_step=0, accumulate=1):
     ({"batch_size": 0}, r"^data.batch_size"),
     ({"max_docs": 0}, r"^data.max_docs: expected a positive integer or null"),
     ({"val_tokens": 15}, r"^data.val_tokens=15: less than one validation window of model.seq_len=16 tokens; raise"),
+    ({"final_val_tokens": 0}, r"^data.final_val_tokens: expected a positive integer or null"),
+    ({"final_val_tokens": 15}, r"^data.final_val_tokens=15: less than one validation window of model.seq_len=16"),
 ])
 def test_bad_settings_fail_at_construction_naming_the_field(tmp_path, overrides, match):
     with pytest.raises(ConfigError, match=match) as e:
@@ -371,6 +375,26 @@ def test_validation_windows_are_fixed_and_sharded(shakespeare):
     assert [len(b[0]) for s in shards for b in s] == [4, 4, 4, 4]
     assert (torch.cat([b[0] for s in shards for b in s]) == torch.cat([b[0] for b in full])).all()
     assert val_window_offsets(100, 10, 10_000).tolist() == list(np.linspace(0, 89, 9).astype(int))
+
+
+def test_the_final_validation_adds_a_larger_fixed_set_after_the_periodic_one(shakespeare):
+    dm = ready(LMDataModule({**shakespeare.config.as_dict(), "final_val_tokens": 10**9}, 64, seed=0))
+    n_val = len(dm.val_tokens)
+    assert len(dm.final_val_offsets) == (n_val - 1) // 64 == dm.info["final_val_windows"]  # capped at the split
+    assert (np.diff(dm.final_val_offsets) >= 64).all()  # side by side, no overlap
+    assert (dm.val_offsets == shakespeare.val_offsets).all()  # the periodic set is what it was
+    token_bytes = np.load(dm.token_dir / TOKEN_BYTES_FILE)
+    targets = np.concatenate([np.asarray(dm.val_tokens[o + 1:o + 65]) for o in dm.final_val_offsets])
+    assert dm.final_val_bytes_per_token == pytest.approx(token_bytes[targets].mean(), rel=1e-12)
+    periodic = list(dm.val_dataloader())
+    assert all(len(b) == 2 for b in periodic)
+    dm.final = True
+    both = list(dm.val_dataloader())
+    assert all(len(b) == 2 for b in both[:len(periodic)]) and all(b[2] == FINAL_MARK for b in both[len(periodic):])
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(periodic, both, strict=False))  # periodic batches first
+    assert sum(len(b[0]) for b in both[len(periodic):]) == len(dm.final_val_offsets)
+    default = ready(LMDataModule(shakespeare.config, 64, seed=0))  # no final_val_tokens: data.val_tokens' windows
+    assert (default.final_val_offsets == default.val_offsets).all()
 
 
 def test_state_dict_identifies_the_data(shakespeare):

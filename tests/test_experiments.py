@@ -24,7 +24,8 @@ EXPERIMENTS = sorted(p.stem for p in EXPERIMENT_DIR.glob("*.yaml") if not p.stem
 # keys gives way (scale's `model=tiny`, _gpu's data and batch); keys inside them (model.n_layer) stay.
 MICRO = {
     "model": "micro", "data": "shakespeare", "data.tokenizer": "byte", "data.batch_size": "4",
-    "data.val_tokens": "256", "trainer.max_steps": "2", "trainer.val_every": "2", "trainer.ckpt_every": "2",
+    "data.val_tokens": "256",
+    "data.final_val_tokens": "256", "trainer.max_steps": "2", "trainer.val_every": "2", "trainer.ckpt_every": "2",
     "trainer.accelerator": "cpu", "trainer.peak_flops": "1e12",  # a configured peak: no CPU probe per run
     "trainer.progress_bar": "false", "logger": "csv",
 }

@@ -13,6 +13,9 @@ from ffnbench.ffn import (
     FFNSpec,
     budget_nominal_hidden_size,
     ffn_param_count,
+    hidden_second_moment,
+    matched_output_gain,
+    round_to_multiple,
     round_up,
     size_ffn,
 )
@@ -93,19 +96,19 @@ def test_analytic_param_count_equals_module(act, bias, sizing):
     size = size_ffn(spec, d)
     assert size.params == sum(p.numel() for p in module.parameters())
     assert size.d_ff == module.w_down.in_features
-    assert size.d_ff % spec.multiple_of == 0 and size.d_ff >= size.nominal_d_ff - 1e-6
+    assert size.d_ff % spec.multiple_of == 0 and abs(size.d_ff - size.nominal_d_ff) <= spec.multiple_of / 2 + 1e-6
 
 
 @pytest.mark.parametrize("act", sorted(GATED))
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("ratio", [2, 8 / 3, 4, 8])
 @pytest.mark.parametrize("multiple_of", [1, 8])
-def test_budget_matches_ungated_within_one_rounding_step(act, bias, ratio, multiple_of):
+def test_budget_matches_ungated_within_half_a_rounding_step(act, bias, ratio, multiple_of):
     d = 96
     size = size_ffn(FFNSpec(act, budget=ratio, bias=bias, multiple_of=multiple_of), d)
     ungated_target = 2 * d * ratio * d + ((ratio * d + d) if bias else 0)
     one_step = ffn_param_count(d, multiple_of, gated=True, bias=bias) - (d if bias else 0)  # params per step
-    assert 0 <= size.params - ungated_target <= one_step + 1e-6
+    assert abs(size.params - ungated_target) <= one_step / 2 + 1e-6  # nearest: off by half a step at most
     assert size.mismatch == pytest.approx((size.params - ungated_target) / ungated_target)
     assert size.target_params == pytest.approx(ungated_target)
 
@@ -119,16 +122,50 @@ def test_ungated_budget_equals_width():
 def test_swiglu_budget_4_is_8_thirds_and_llama_rounding():
     assert budget_nominal_hidden_size(768, 4, gated=True, bias=False) == pytest.approx(2048)
     assert size_ffn(FFNSpec("swiglu", budget=4), 768).d_ff == 2048
-    llama = size_ffn(FFNSpec("swiglu", budget=4, multiple_of=256), 4096)
-    assert llama.nominal_d_ff == pytest.approx(10922.666, abs=1e-2)
-    assert llama.d_ff == 11008 == 43 * 256
-    assert llama.params == 135_266_304
+    for rounding in ("up", "nearest"):  # LLaMA's rule is "up"; 42.67 steps of 256 is 43 either way
+        llama = size_ffn(FFNSpec("swiglu", budget=4, multiple_of=256, rounding=rounding), 4096)
+        assert llama.nominal_d_ff == pytest.approx(10922.666, abs=1e-2)
+        assert llama.d_ff == 11008 == 43 * 256
+        assert llama.params == 135_266_304
 
 
-def test_round_up_absorbs_float_error():
-    assert round_up(8 / 3 * 768, 1) == 2048
+def test_gated_budget_rounds_to_the_nearest_size_and_records_the_miss_either_way():
+    swiglu = size_ffn(FFNSpec("swiglu", budget=4), 128)  # 2/3·512 = 341.33: down to 341, not up to 342
+    assert (swiglu.d_ff, swiglu.params, swiglu.target_params) == (341, 3 * 128 * 341, 2 * 128 * 512)
+    assert swiglu.mismatch == (3 * 128 * 341 - 2 * 128 * 512) / (2 * 128 * 512) == -1 / 1024
+    up = size_ffn(FFNSpec("swiglu", budget=4, rounding="up"), 128)
+    assert (up.d_ff, up.mismatch) == (342, (3 * 128 * 342 - 2 * 128 * 512) / (2 * 128 * 512))
+    above = size_ffn(FFNSpec("swiglu", budget=2), 128)  # 2/3·256 = 170.67: up to 171
+    assert above.d_ff == 171 and above.mismatch == (3 * 128 * 171 - 2 * 128 * 256) / (2 * 128 * 256) > 0
+    assert FFNSpec("swiglu", budget=4, rounding="up").label == "swiglu-b4-nobias-up"
+
+
+def test_round_to_multiple_nearest_ties_up_and_absorbs_float_error():
+    assert round_up(8 / 3 * 768, 1) == round_to_multiple(8 / 3 * 768, 1) == 2048
     assert round_up(10922.67, 256) == 11008
-    assert round_up(3072.0, 64) == 3072
+    assert round_up(3072.0, 64) == round_to_multiple(3072.0, 64) == 3072
+    assert round_to_multiple(341.33, 1) == 341 and round_up(341.33, 1) == 342
+    assert round_to_multiple(96.0, 64) == 128 and round_to_multiple(95.9, 64) == 64  # a tie goes up
+    assert round_to_multiple(10.0, 64) == round_up(10.0, 64) == 64  # never below one multiple
+    with pytest.raises(ConfigError, match="rounding"):
+        round_to_multiple(10.0, 8, "down")
+
+
+def test_matched_gain_gives_every_variant_the_gelu_ffns_output_variance():
+    d, std = 128, 0.02
+    s = std * math.sqrt(d)
+    assert hidden_second_moment(FFNSpec("linear", width=4), s) == pytest.approx(s**2, rel=1e-12)
+    assert hidden_second_moment(FFNSpec("relu", width=4), s) == pytest.approx(s**2 / 2, rel=1e-12)
+    assert hidden_second_moment(FFNSpec("relu2", width=4), s) == pytest.approx(1.5 * s**4, rel=1e-12)
+    assert hidden_second_moment(FFNSpec("bilinear", width=4), s) == pytest.approx(s**4, rel=1e-12)
+    assert matched_output_gain(FFNSpec("gelu", budget=4), d, std) == 1.0  # the reference itself: unchanged
+    assert matched_output_gain(FFNSpec("linear", budget=4), d, std) == pytest.approx(
+        math.sqrt(hidden_second_moment(FFNSpec("gelu", width=4), s) / s**2))
+    for act in VARIANTS:  # d_ff · E[h²] · gain² is the reference's
+        spec = FFNSpec(act, budget=4)
+        gain = matched_output_gain(spec, d, std)
+        assert size_ffn(spec, d).d_ff * hidden_second_moment(spec, s) * gain**2 == pytest.approx(
+            512 * hidden_second_moment(FFNSpec("gelu", width=4), s), rel=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -142,6 +179,7 @@ def test_round_up_absorbs_float_error():
         ({"act": "relu", "width": float("nan")}, "ffn.width"),
         ({"act": "relu", "width": 4, "multiple_of": 0}, "ffn.multiple_of"),
         ({"act": "relu", "width": 4, "approximate": "tanh"}, "ffn.approximate"),
+        ({"act": "relu", "width": 4, "rounding": "down"}, "ffn.rounding"),
     ],
 )
 def test_bad_specs_fail_at_construction_naming_the_field(kwargs, field):

@@ -29,7 +29,7 @@ def test_params_command_prints_the_table():
 def test_params_command_for_a_config():
     out = run_params("model=tiny", "ffn=swiglu", "ffn.budget=4")
     assert out.returncode == 0, out.stderr
-    assert "341.33 → 342" in out.stdout and "131,328" in out.stdout and "+0.195%" in out.stdout
+    assert "341.33 → 341" in out.stdout and "130,944" in out.stdout and "-0.098%" in out.stdout
 
 
 @pytest.mark.parametrize(

@@ -9,13 +9,14 @@ import sys
 import pytest
 from fixtures.report.synthetic import make_record, sweep_records, write_sweep
 
-from ffnbench import report
-from ffnbench.claims import CLAIM_IDS, Run
+from ffnbench import report, stats
+from ffnbench.claims import CLAIM_IDS, CLAIMS, Run
 from ffnbench.ffn import VARIANTS
+from ffnbench.report import method
 from ffnbench.report.comparisons import comparisons, primary_runs, variant_order
 from ffnbench.result import RunResult
 
-SECTIONS = ("# ffnbench report", "## Claims", "## Results by comparison", "## Figures", "## Runs not used",
+SECTIONS = ("# ffnbench report", "## Method", "## Claims", "## Results by comparison", "## Figures", "## Runs not used",
             "## Provenance")
 
 
@@ -51,6 +52,54 @@ def test_report_has_every_section_and_a_verdict_line_per_claim(sweep):
         assert f"### {cid}: " in text
     assert "Paired differences vs **gelu-b4-nobias**" in text and "Minimal detectable effect" in text
     assert "Seeds needed to resolve 0.01 nats" in text and "make sweep EXP=synthetic" in text
+
+
+def method_section(text: str) -> str:
+    return text[text.index("## Method"):text.index("## Claims")]
+
+
+def test_method_section_states_rules_noise_lr_protocol_multiplicity_and_limits(sweep):
+    _, text = sweep
+    method = method_section(text)
+    for claim in CLAIMS:  # every rule, as the registry states it
+        assert f"- **{claim.id}** ({claim.kind}): {claim.rule}." in method, claim.id
+    assert stats.MULTIPLICITY in method
+    assert "seed-to-seed variance" in method and "hierarchical bootstrap over seeds and validation windows" in method
+    assert "0 of the 46 runs here recorded them" in method  # the synthetic records have no per-window losses
+    assert "a difference smaller than the cross-machine spread (up to 0.009 nats measured on the quick sweep " \
+           "between two machines of the same kind) is not a finding" in method
+    assert "**Learning rate (protocol per verdict):** C1: " in method
+    assert "C6: the largest lr at which every relu run finished (0.01)" in method
+    runs = [run_of(r) for r in sweep_records()]
+    ratios = sorted(r.result.tokens / r.total_params for r in runs)
+    assert ratios[0] < ratios[-1] < 20
+    assert "against the ~20 of compute-optimal training (Hoffmann et al. 2022): " in method
+    assert "× short of it" in method
+
+
+def test_lr_protocols_are_those_of_the_deciding_comparisons():
+    details = ["- a, lr 0.001: +0.1 (n = 3)", "  - lr protocol: one lr", "  - sign holds",
+               "- a, each at its best lr: +0.2 (n = 3) ← decides the verdict", "  - lr protocol: tuned", "- other"]
+    assert method.lr_protocols(details) == ["tuned"]
+    assert method.lr_protocols(details[:3]) == ["one lr"]  # nothing marked: every protocol recorded
+    assert method.lr_protocols(["- no comparison"]) == []
+
+
+def test_training_length_says_how_far_short_of_20_tokens_per_parameter():
+    runs = [run_of(make_record("relu", s, 3.0)) for s in (0, 1)]
+    ratio = runs[0].result.tokens / runs[0].total_params
+    line = method.training_length_line(runs)
+    assert f"trained {ratio:.2g} tokens per parameter" in line and f"{20 / ratio:.0f}× short of it" in line
+    assert method.training_length_line([]).endswith("no run records its tokens and parameters.")
+
+
+def test_each_part_of_a_claim_is_shown_with_its_verdict(sweep):
+    _, text = sweep
+    c5 = text[text.index("### C5: "):text.index("### C6: ")]
+    assert "**Parts:**" in c5
+    assert re.search(r"^- at init \(the article's snippet: random weights\): \*(supported|contradicted|inconclusive)\*",
+                     c5, re.M)
+    assert re.search(r"^- after training \(relu at lr [\d.]+, gelu at lr [\d.]+\): \*", c5, re.M)
 
 
 def test_every_named_figure_exists_and_only_those(sweep):

@@ -18,7 +18,8 @@ def test_classify_sorts_each_status():
 
     assert of("running", steps=3, total_steps=30) == Unused("r", "running", "still running (step 3 of 30)")
     assert of("failed") == Unused("r", "failed", "failed: RuntimeError: out of memory")
-    assert of("finished").reason == "finished without a finite final validation loss"
+    nan_loss = of("finished")  # finished, but no finite final loss: a divergence the module missed
+    assert isinstance(nan_loss, Run) and nan_loss.diverged and not nan_loss.usable
     assert of("finished", ffn={}).reason == "incomplete record (KeyError: 'act')"
     diverged = of("diverged")
     assert isinstance(diverged, Run) and not diverged.usable and diverged.result.status == "diverged"

@@ -94,7 +94,9 @@ def test_from_training_reads_the_history_as_documented():
     assert (record.steps, record.tokens, record.total_steps, record.resumed_from_step) == (20, 1280, 100, 10)
     assert record.flops["total_training"] == record.flops["per_token_training"] * 1280
     assert record.model == {"name": "micro", "d_model": 16, "n_layer": 1, "n_head": 2, "seq_len": 8,
-                            "vocab_size": 256}
+                            "vocab_size": 256, "ffn_init": "gpt2", "non_embedding_params_target": None,
+                            "non_embedding_mismatch": None}
+    assert record.val_windows is None and "val_windows" not in record.to_json()  # no final set: not written
     assert record.ffn["d_ff"] == 64 and record.ffn["label"] == "relu-b4-nobias"
     assert record.hardware["accelerator"] == "cpu" and record.hardware["precision"] == "32-true"
     on_disk = record.to_json()
@@ -109,3 +111,26 @@ def test_from_training_without_a_validation_has_no_metrics():
         resumed_from=None, data={}, throughput={}, hw=Hardware("cpu", 1, "32-true", "auto"), started=0.0)
     assert set(record.metrics.values()) == {None}
     assert record.ffn_stats == {"init": None, "final": None} and record.curve == [] and record.tokens == 0
+
+
+def test_the_final_set_gives_the_final_metrics_and_the_per_window_losses():
+    model = ModelConfig(vocab_size=256, seq_len=8, d_model=16, n_layer=1, n_head=2, ffn=FFNSpec("gelu", budget=4),
+                        ffn_init="matched")
+    last = {**validation(20, 3.0, 0.6), "final": {"val_loss": 2.95, "val_bpb": 2.95 / math.log(2) / 1.5,
+                                                   "windows": [2.5, 3.0, 3.35]}}
+    config = {"name": "e", "seed": 0, "model": {"name": "micro", "non_embedding_params": 3000}}
+    record = RunResult.from_training(
+        "finished", error=None, config=config, run_dir=Path("/r"), model=model,
+        history=[validation(0, 5.5, 0.5), last], last_train_loss=2.9, steps=20,
+        tokens_per_step=64, total_steps=20, resumed_from=None, data={}, throughput={},
+        hw=Hardware("cpu", 1, "32-true", "auto"), started=0.0)
+    assert record.metrics["final_val_loss"] == 2.95 and record.metrics["final_val_bpb"] == 2.95 / math.log(2) / 1.5
+    assert record.metrics["best_val_loss"] == 3.0  # the curve is the periodic set's
+    assert record.curve[-1] == {"step": 20, "tokens": 1280, "val_loss": 3.0, "val_bpb": 3.0 / math.log(2)}
+    assert record.val_windows == [2.5, 3.0, 3.35]
+    non_embedding = record.params["non_embedding"]
+    assert record.model["ffn_init"] == "matched" and record.model["non_embedding_params_target"] == 3000.0
+    assert record.model["non_embedding_mismatch"] == (non_embedding - 3000) / 3000
+    line = record.jsonl_line()
+    assert list(json.loads(line))[-1] == "val_windows"  # a new field goes last
+    assert RunResult.from_json(json.loads(line)).jsonl_line() == line

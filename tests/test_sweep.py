@@ -22,7 +22,7 @@ from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
 EXPECTED_RUNS = {  # the grids of conf/experiment/*.yaml, counted by hand
     "quick": 3 * 3 + 2 * 2 + 2 + 2,
-    "activations": 9 * 3,
+    "activations": 9 * 3 + 3 * 3,  # + the matched-init sensitivity arm
     "widths": 2 * 4 * 3 * 2,
     "sparsity": 5 * 4 * 2,
     "bias": 3 * 2 * 3,
@@ -30,13 +30,14 @@ EXPECTED_RUNS = {  # the grids of conf/experiment/*.yaml, counted by hand
     "linear": 3 * 3,
     "lr": 3 * 4,
     "scale": 3 * 3 * 2,
-    "full": 10 * 3 + 2 * 3 * 3 + 2 * 4 * 3 + 5 * 3 * 3 + 3 * 3 + 2 * 2 * 3,
+    "full": 10 * 3 + 2 * 3 * 3 + 2 * 4 * 3 + 5 * 3 * 3 + 3 * 3 + 2 * 2 * 3 + 3 * 3,
 }
 
 
 def micro_args(tmp: Path) -> list[str]:
     """Overrides that make any experiment a seconds-long CPU run: micro model, Shakespeare bytes."""
     return ["model=micro", "data=shakespeare", "data.tokenizer=byte", "data.batch_size=4", "data.val_tokens=256",
+            "data.final_val_tokens=256",
             "trainer.max_steps=4", "trainer.val_every=2", "trainer.ckpt_every=2", "trainer.progress_bar=false",
             "trainer.accelerator=cpu", "logger=csv", f"data.cache_dir={tmp / 'cache'}", f"runs_root={tmp / 'runs'}"]
 
@@ -44,7 +45,7 @@ def micro_args(tmp: Path) -> list[str]:
 def test_every_experiment_is_listed_and_expands_to_its_grid():
     assert set(sweep.experiments()) == set(EXPECTED_RUNS)
     for name, expected in EXPECTED_RUNS.items():
-        if name == "full":  # the union of the others: expanded, not composed job by job (138 runs, slow)
+        if name == "full":  # the union of the others: expanded, not composed job by job (147 runs, slow)
             cfg = compose([f"experiment={name}"], return_hydra_config=True)
             grids = OmegaConf.to_container(cfg.hydra.sweeper.grids)
             assert len(expand_grids(None, grids, [f"experiment={name}"])) == expected
@@ -66,7 +67,9 @@ def test_the_quick_grid_covers_every_factor_of_the_mission():
 
 def test_command_line_overrides_win_over_the_grid():
     runs, _ = sweep.plan("activations", None, ["seed=0", "ffn=relu,gelu"])
-    assert sorted(r.run_dir.name for r in runs) == ["gelu-b4-nobias-s0", "relu-b4-nobias-s0"]
+    assert sorted(r.run_dir.name for r in runs) == [  # both grids: the main one and the matched-init arm
+        "gelu-b4-nobias-model.ffn_init=matched-s0", "gelu-b4-nobias-s0",
+        "relu-b4-nobias-model.ffn_init=matched-s0", "relu-b4-nobias-s0"]
 
 
 def test_a_dry_run_plans_without_importing_lightning(tmp_path):

@@ -27,6 +27,7 @@ MICRO = [
     "logger=csv",
     "data.batch_size=8",
     "data.val_tokens=1024",
+    "data.final_val_tokens=4096",
     "trainer.max_steps=40",
     "trainer.val_every=10",
     "trainer.ckpt_every=10",
@@ -82,7 +83,7 @@ def test_result_json_has_every_field(finished):
     assert list(on_disk) == ["schema", "status", "error", "name", "run_name", "run_dir", "seed", "config", "ffn",
                              "model", "params", "flops", "data", "metrics", "ffn_stats", "curve", "steps",
                              "total_steps", "tokens", "tokens_per_step", "resumed_from_step", "throughput",
-                             "wall_time_s", "hardware", "versions", "git", "finished_at"]
+                             "wall_time_s", "hardware", "versions", "git", "finished_at", "val_windows"]
     assert set(result.ffn) >= {"nominal_d_ff", "d_ff", "budget_mismatch", "params_per_layer"}
     assert set(result.params) >= {"total", "non_embedding", "ffn_total", "ffn_per_layer"}
     assert result.flops["per_token_training"] > 0
@@ -180,6 +181,54 @@ def test_nan_marks_the_run_diverged_and_stops_it_cleanly(cache_dir, tmp_path):
     assert on_disk["status"] == "diverged"
 
 
+class NaNInValidation(L.Callback):
+    """From `hook` on, the model's outputs in eval mode are NaN; training stays finite."""
+
+    def __init__(self, hook: str):
+        setattr(self, hook, self.poison)
+
+    @staticmethod
+    def poison(trainer, module):
+        forward = module.model.forward
+
+        def poisoned(*args, **kwargs):
+            out = forward(*args, **kwargs)
+            return out if module.model.training else out * float("nan")
+
+        module.model.forward = poisoned
+
+
+def test_a_loss_that_is_nan_only_in_validation_marks_the_run_diverged(cache_dir, tmp_path):
+    result = train(micro(cache_dir, tmp_path / "nan-val"), callbacks=[NaNInValidation("on_train_start")])
+    assert result.status == "diverged" and result.steps == 10  # the first validation in fit stops it
+    assert result.error == "validation loss became nan at step 10"
+    assert result.metric("final_val_loss") is None and result.curve[0]["val_loss"] > 0
+    assert json.loads((tmp_path / "nan-val" / RESULT_FILE).read_text())["status"] == "diverged"
+
+
+def test_a_model_that_is_nan_at_init_trains_no_step(cache_dir, tmp_path):
+    result = train(micro(cache_dir, tmp_path / "nan-init"), callbacks=[NaNInValidation("on_validation_start")])
+    assert result.status == "diverged" and result.steps == 0
+    assert result.error == "validation loss became nan at step 0"
+
+
+def test_a_final_validation_that_is_nan_marks_the_run_diverged(cache_dir, tmp_path):
+    result = train(micro(cache_dir, tmp_path / "nan-final"), callbacks=[NaNInValidation("on_train_end")])
+    assert result.status == "diverged" and result.steps == 40
+    assert result.error == "validation loss became nan at step 40"
+
+
+def test_the_final_validation_records_the_loss_of_every_window(finished):
+    result = finished[0]
+    windows = result.val_windows
+    assert len(windows) == 4096 // 32 == result.data["final_val_windows"]
+    assert all(math.isfinite(w) and w > 0 for w in windows)
+    # Every window has seq_len tokens: the final loss is the mean of the window means.
+    assert result.metrics["final_val_loss"] == pytest.approx(sum(windows) / len(windows), rel=1e-9)
+    assert result.metrics["final_val_loss"] != result.curve[-1]["val_loss"]  # another set than the curve's
+    assert result.metrics["best_val_loss"] == min(c["val_loss"] for c in result.curve)
+
+
 def test_compile_on_cpu_matches_eager(cache_dir, tmp_path):
     eager = train(micro(cache_dir, tmp_path / "eager", "trainer.max_steps=10"))
     compiled = train(micro(cache_dir, tmp_path / "compiled", "trainer.max_steps=10", "trainer.compile=true"))
@@ -262,6 +311,8 @@ def test_ddp_ranks_each_train_on_half_of_every_batch(finished, cache_dir, tmp_pa
         assert Counter(seen[0][step]) + Counter(seen[1][step]) == Counter(rows), step
     # Same batches, gradients averaged over two halves: equal up to float summation order.
     assert ddp["metrics"]["final_val_loss"] == pytest.approx(finished[0].metrics["final_val_loss"], abs=1e-3)
+    # Each rank validated its half of the final windows: gathered in rank order, they are the windows in order.
+    assert ddp["val_windows"] == pytest.approx(finished[0].val_windows, abs=1e-3)
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,7 @@ def pipeline_overrides(session: BenchSession, model: str, batch_size: int | None
         "trainer.val_every=1000000",
         "trainer.ckpt_every=1000000",
         f"data.val_tokens={session.sizes.val_tokens}",
+        f"data.final_val_tokens={session.sizes.val_tokens}",  # the final validation is not timed: keep it short
         f"data.cache_dir={session.cache_dir}",
         *([f"data.batch_size={batch_size}"] if batch_size else []),
     ]

@@ -6,7 +6,16 @@ from __future__ import annotations
 from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval, fmt_mean_std
-from ffnbench.claims.pairing import Comparison, PairKey, act_is, compare_sides, matched_key, primary, without_factor
+from ffnbench.claims.pairing import (
+    Comparison,
+    PairKey,
+    act_is,
+    compare_sides,
+    fewer_failures,
+    matched_key,
+    primary,
+    without_factor,
+)
 from ffnbench.claims.runs import summary_of
 from ffnbench.ffn import FeedForward, FFNSpec
 from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
@@ -14,7 +23,9 @@ from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
 
 def comparison_claim(obs: Observations, a: str, b: str, what: str) -> tuple[Evidence, Comparison | None]:
     """The shared shape of "a beats b" claims: every matched comparison of b − a, the primary one deciding
-    (rule: supported if its 95% CI lies above 0, contradicted if below 0, after the budget-match check)."""
+    (rule: supported if its 95% CI lies above 0, contradicted if below 0, after the budget-match check and
+    the divergence rule of pairing.Comparison); each comparison's lr protocol and sign along the curve are
+    shown."""
     comps = compare_sides(obs.runs, act_is(a), act_is(b), matched_key, (a, b))
     best = primary(comps, obs.base_setting)
     ev = Evidence()
@@ -22,8 +33,8 @@ def comparison_claim(obs: Observations, a: str, b: str, what: str) -> tuple[Evid
         return ev, None
     ev.parts.append((what, best.verdict()))
     ev.effect = f"{what} = {fmt_interval(best.diff)}"
-    ev.n = best.diff.n
-    ev.details = [c.line(what, c is best) for c in comps]
+    ev.n = best.n
+    ev.details = [line for c in comps for line in c.evidence(what, c is best)]
     return ev, best
 
 
@@ -31,24 +42,25 @@ def c3(obs: Observations) -> Evidence:
     return comparison_claim(obs, "swiglu", "gelu", "loss(gelu) − loss(swiglu)")[0]
 
 
-def _stability(obs: Observations, key: PairKey, acts: tuple[str, ...]) -> tuple[list[str], dict[str, int]]:
+def _stability(obs: Observations, key: PairKey, acts: tuple[str, ...]) -> tuple[list[str], dict[str, tuple[int, int]]]:
     """Over the lr grid of one matched setting: per activation, the lrs run, diverged runs, and the spread of
-    the mean final loss across lrs."""
+    the mean final loss across lrs; and (diverged, finished + diverged) runs per activation."""
     lines = ["", "| variant | lr | finished | diverged | val loss (mean ± std) |", "|---|---|---|---|---|"]
-    diverged: dict[str, int] = {}
+    counts: dict[str, tuple[int, int]] = {}
     for act in acts:
-        runs = [r for r in obs.runs if r.act == act and matched_key(r) == key]
-        diverged[act] = sum(r.status == "diverged" for r in runs)
+        runs = [r for r in obs.runs if r.act == act and matched_key(r) == key and (r.usable or r.diverged)]
+        counts[act] = (sum(r.diverged for r in runs), len(runs))
         means = []
         for lr in sorted({r.lr for r in runs}):
             at = [r for r in runs if r.lr == lr]
             s = summary_of(at)
             means += [s.mean] if s.mean is not None else []
-            lines.append(f"| {act} | {lr:g} | {sum(r.usable for r in at)} | {sum(r.status == 'diverged' for r in at)} "
+            lines.append(f"| {act} | {lr:g} | {sum(r.usable for r in at)} | {sum(r.diverged for r in at)} "
                          f"| {fmt_mean_std(s)} |")
         spread = f"{max(means) - min(means):.4f} nats" if len(means) >= 2 else "n/a"
-        lines.insert(0, f"- {act}: {diverged[act]} diverged run(s); spread of the mean final loss across lrs: {spread}")
-    return lines, diverged
+        lines.insert(0, f"- {act}: {counts[act][0]} of {counts[act][1]} runs diverged; spread of the mean final loss "
+                        f"across lrs: {spread}")
+    return lines, counts
 
 
 def c4(obs: Observations) -> Evidence:
@@ -57,12 +69,9 @@ def c4(obs: Observations) -> Evidence:
         return ev
     lrs = {act: {r.lr for r in obs.runs if r.act == act and matched_key(r) == best.key} for act in ("relu", "gelu")}
     if min(len(v) for v in lrs.values()) >= 2:
-        lines, diverged = _stability(obs, best.key, ("relu", "gelu"))
+        lines, counts = _stability(obs, best.key, ("relu", "gelu"))
         ev.details += ["", f"Stability over the lr grid ({best.key.describe()}):", *lines]
-        if diverged["gelu"] != diverged["relu"]:
-            fewer = diverged["gelu"] < diverged["relu"]
-            ev.parts.append(("stability", Verdict(SUPPORTED if fewer else CONTRADICTED,
-                                                  f"diverged runs: gelu {diverged['gelu']}, relu {diverged['relu']}")))
+        ev.parts.append(("stability", fewer_failures("gelu", *counts["gelu"], "relu", *counts["relu"], unit="runs")))
     else:
         ev.details.append("- stability: no lr grid for both relu and gelu in this sweep (`make sweep EXP=lr`)")
     return ev
@@ -79,10 +88,10 @@ def c8(obs: Observations) -> Evidence:
     for depth in depths:
         best = primary([c for c in comps if c.key.factor("model.n_layer") == depth], obs.base_setting)
         ev.parts.append((f"swish beats relu at {depth} layers", best.verdict()))
-        ev.n = min_n(ev.n, best.diff.n)
+        ev.n = min_n(ev.n, best.n)
         deciding.append(best)
         ev.effect += f"{'; ' if ev.effect else f'{what}: '}{depth} layers {fmt_interval(best.diff)}"
-    ev.details = [c.line(what, any(c is d for d in deciding)) for c in comps]
+    ev.details = [line for c in comps for line in c.evidence(what, any(c is d for d in deciding))]
     if len(depths) < 2:
         ev.parts.append(("more so in deeper networks",
                          Verdict(INCONCLUSIVE, "needs two depths: run `make sweep EXP=depth`")))
@@ -94,7 +103,10 @@ def c8(obs: Observations) -> Evidence:
         return ev
     d_s, d_d = shallow.seed_diffs, deep.seed_diffs
     interaction = stats.one_sample({s: d_d[s] - d_s[s] for s in set(d_s) & set(d_d)})
-    ev.parts.append((f"advantage larger at {depths[-1]} than at {depths[0]} layers", stats.verdict_better(interaction)))
+    label = f"advantage larger at {depths[-1]} than at {depths[0]} layers"
+    diverging = [str(c.divergence) for c in (shallow, deep) if c.divergence.differs]
+    ev.parts.append((label, Verdict(INCONCLUSIVE, "; ".join(diverging)) if diverging
+                     else stats.verdict_better(interaction)))
     ev.n = min_n(ev.n, interaction.n)
     ev.effect += f"; depth interaction = {fmt_interval(interaction)}"
     ev.details.append(f"- depth interaction: [loss(relu) − loss(swish)] at {depths[-1]} layers minus at {depths[0]} "
@@ -119,7 +131,8 @@ def c13(obs: Observations) -> Evidence:
     ev = Evidence()
     for other in ("gelu", "swiglu"):
         part, best = comparison_claim(obs, other, "linear", f"loss(linear) − loss({other})")
-        ev.parts += [(f"linear worse than {other}", v) for _, v in part.parts]
+        ev.parts += [(f"linear worse than {other}", v) for _, v in part.parts] or \
+            [(f"linear worse than {other}", Verdict(INCONCLUSIVE, f"no linear and {other} runs at a matched budget"))]
         ev.details += part.details
         if best is not None:
             ev.n = min_n(ev.n, part.n)

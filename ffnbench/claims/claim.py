@@ -77,11 +77,15 @@ class Claim:
 
 @dataclass(frozen=True)
 class ClaimResult:
+    """A claim's verdict, its headline effect, its seeds, its numbers, and the verdict of each of its parts
+    after the multiplicity correction (stats.holm), shown one by one in the report beside the conjunction."""
+
     claim: Claim
     verdict: Verdict
     effect: str
     n: int | None
     details: list[str]
+    parts: tuple[tuple[str, Verdict], ...] = ()
 
 
 def evaluate_claim(claim: Claim, obs: Observations) -> ClaimResult:
@@ -91,11 +95,12 @@ def evaluate_claim(claim: Claim, obs: Observations) -> ClaimResult:
     ev = claim.evaluate(obs)
     if claim.kind == "trained" and ev.n is None:
         reason = f"not in this sweep: run `make sweep EXP={claim.experiment}`"
-        return ClaimResult(claim, Verdict(INCONCLUSIVE, reason), ev.effect or f"n/a: {reason}", None, ev.details)
+        return ClaimResult(claim, Verdict(INCONCLUSIVE, reason), ev.effect or f"n/a: {reason}", None, ev.details,
+                           tuple(stats.holm(ev.parts)))
     verdict = stats.combine(ev.parts)
     if claim.kind == "trained" and (ev.n or 0) < 2 and verdict.verdict != INCONCLUSIVE:
         verdict = Verdict(INCONCLUSIVE, f"{stats.ONE_SEED} (would be {verdict.verdict}: {verdict.reason})")
-    return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details)
+    return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details, tuple(stats.holm(ev.parts)))
 
 
 def min_n(*ns: int | None) -> int | None:

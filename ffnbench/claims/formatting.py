@@ -8,8 +8,11 @@ from ffnbench.tables import MISSING, fmt
 
 
 def na(n: int) -> str:
-    """Why there is no interval: no finished run, or a single seed."""
-    return "n/a (no finished run)" if n == 0 else "n/a (1 seed)"
+    """Why there is no interval: no finished run, a single seed, or seeds that all gave the same value (a zero
+    spread is no estimate of the noise, ffnbench.stats)."""
+    if n == 0:
+        return "n/a (no finished run)"
+    return "n/a (1 seed)" if n == 1 else "n/a (identical at every seed)"
 
 
 def fmt_p(p: float | None) -> str:

@@ -1,9 +1,12 @@
 """Pairing runs for a comparison: the key that says what was held fixed, and the comparison of two sides
-that differ only in the factor under test (b − a, paired by seed)."""
+that differ only in the factor under test (b − a, paired by seed), with the divergence rule (a diverged run
+is a failure, see Comparison), the lr protocol that chose each side's lr, and the sign of the difference
+along the validation curve."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -11,8 +14,18 @@ from typing import Any
 
 from ffnbench import stats
 from ffnbench.claims.formatting import fmt_interval
-from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, group_by, setting_without, summary_of
-from ffnbench.stats import INCONCLUSIVE, Paired, Verdict
+from ffnbench.claims.runs import (
+    Run,
+    Setting,
+    by_seed,
+    describe_setting,
+    group_by,
+    outcomes_by_seed,
+    run_by_seed,
+    setting_without,
+    summary_of,
+)
+from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Paired, Verdict
 
 
 @dataclass(frozen=True)
@@ -57,9 +70,57 @@ def act_is(name: str) -> Callable[[Run], bool]:
     return lambda r: r.act == name
 
 
+ONE_LR = "one lr"
+SAME_SEEDS = "each at its best lr, chosen on the same seeds — optimistic"
+FRESH_SEEDS = "lr tuned on tuning seeds, judged on fresh seeds"
+
+
+def fewer_failures(a: str, k_a: int, n_a: int, b: str, k_b: int, n_b: int, unit: str = "seeds") -> Verdict:
+    """"a diverges less often than b", as rates with an exact test (stats.rate_difference, Fisher):
+    supported if a's rate is significantly lower, contradicted if significantly higher, inconclusive
+    otherwise; the verdict keeps the test's p-value for the claim's Holm correction."""
+    v = stats.verdict_rate_lower(stats.rate_difference(k_b, n_b, k_a, n_a))  # its "side b" is our a
+    return dataclasses.replace(v, reason=f"{a} diverged on {k_a} of {n_a} {unit}, {b} on {k_b} of {n_b}: {v.reason}")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The diverged runs of each side of a comparison, counted over the seeds both sides ran (each side's
+    own seeds when they share none). `differs`: some seed diverged on one side only."""
+
+    a: str
+    b: str
+    k_a: int
+    n_a: int
+    k_b: int
+    n_b: int
+    differs: bool
+
+    def __str__(self) -> str:
+        return f"{self.a} diverged on {self.k_a} of {self.n_a} seeds, {self.b} on {self.k_b}"
+
+    def verdict(self, b_worse_supports: bool = True) -> Verdict:
+        """The divergence rule: sides that differ in divergences are inconclusive, unless the difference
+        in divergence rates is itself significant (exact test): then the side that diverges less wins.
+        `b_worse_supports`: whether b doing worse supports the claim (as in verdict_better on b − a)."""
+        v = fewer_failures(self.a, self.k_a, self.n_a, self.b, self.k_b, self.n_b)
+        if v.verdict == INCONCLUSIVE:
+            return dataclasses.replace(v, reason=f"{v.reason}; the sides differ in divergences, so the loss "
+                                                 "difference over the seeds both finished does not decide")
+        if not b_worse_supports:
+            v = dataclasses.replace(v, verdict=CONTRADICTED if v.verdict == SUPPORTED else SUPPORTED)
+        return dataclasses.replace(v, reason=f"decided by divergences: {v.reason}")
+
+
 @dataclass(frozen=True, eq=False)
 class Comparison:
-    """b − a between two sets of runs that differ only in the factor under test (paired by seed)."""
+    """b − a between two sets of runs that differ only in the factor under test (paired by seed).
+
+    Divergence rule (every comparison): a diverged run is a failure, never dropped. Over the seeds both
+    sides ran, if some seed diverged on one side only, the comparison is inconclusive ("x diverged on k of
+    n seeds, y on j") unless the two divergence rates differ significantly (Fisher's exact test), in which
+    case the side that diverged less wins; only when the sides diverged on the same seeds is the loss
+    difference, over the seeds where both finished, what decides."""
 
     a: str
     b: str
@@ -68,10 +129,28 @@ class Comparison:
     best_lr: bool
     a_runs: tuple[Run, ...]
     b_runs: tuple[Run, ...]
+    protocol: str = ONE_LR  # how the lr of each side was chosen: ONE_LR, SAME_SEEDS or FRESH_SEEDS
 
     @cached_property
     def diff(self) -> Paired:
+        """b − a over the seeds where both finished (what decides when the sides diverged alike)."""
         return stats.compare(by_seed(self.a_runs), by_seed(self.b_runs))
+
+    @cached_property
+    def divergence(self) -> Divergence:
+        out_a, out_b = outcomes_by_seed(self.a_runs), outcomes_by_seed(self.b_runs)
+        common = set(out_a) & set(out_b)
+        seeds_a, seeds_b = (common, common) if common else (set(out_a), set(out_b))
+        div_a = {s for s in seeds_a if out_a[s].diverged}
+        div_b = {s for s in seeds_b if out_b[s].diverged}
+        return Divergence(self.a, self.b, len(div_a), len(seeds_a), len(div_b), len(seeds_b),
+                          differs=div_a != div_b if common else bool(div_a or div_b))
+
+    @property
+    def n(self) -> int:
+        """The seeds the comparison covers: those both sides ran, diverged or not (the Welch sample size when
+        they share fewer than two)."""
+        return max(len(set(outcomes_by_seed(self.a_runs)) & set(outcomes_by_seed(self.b_runs))), self.diff.n)
 
     @property
     def where(self) -> str:
@@ -79,14 +158,21 @@ class Comparison:
 
     @cached_property
     def seed_diffs(self) -> dict[int, float]:
-        """b − a per seed that both sides ran."""
+        """b − a per seed where both sides finished."""
         a, b = by_seed(self.a_runs), by_seed(self.b_runs)
         return {s: b[s] - a[s] for s in set(a) & set(b)}
 
-    def verdict(self, rule: Callable[[Paired], Verdict] = stats.verdict_better) -> Verdict:
-        """`rule` applied to b − a, once the budgets are known to be matched (inconclusive otherwise)."""
+    def verdict(self, rule: Callable[[Paired], Verdict] = stats.verdict_better,
+                b_worse_supports: bool = True) -> Verdict:
+        """`rule` applied to b − a, once the budgets are known to be matched and the divergence rule (see
+        the class) has had its say. `b_worse_supports`: whether a larger b − a supports the claim (True for
+        verdict_better; False for a rule like C7's, where a cost to b is what contradicts)."""
         problem = self.budget_problem()
-        return Verdict(INCONCLUSIVE, problem) if problem else rule(self.diff)
+        if problem:
+            return Verdict(INCONCLUSIVE, problem)
+        if self.divergence.differs:
+            return self.divergence.verdict(b_worse_supports)
+        return rule(self.diff)
 
     def budget_problem(self) -> str | None:
         """A matched comparison is only as good as its match: a budget-sized FFN whose rounded d_ff misses
@@ -97,49 +183,98 @@ class Comparison:
                         f"{r.budget_mismatch:+.2%}, beyond ffn.max_mismatch={r.max_mismatch:g}")
         return None
 
+    def sign_along_curve(self) -> tuple[int, int] | None:
+        """(checkpoints where the mean paired b − a has the sign of the final one, checkpoints) over the
+        validation checkpoints of the second half of training (tokens ≥ half the last shared checkpoint)
+        that every paired seed's runs share; None without a paired, nonzero final difference."""
+        if not self.diff.mean or not self.diff.seeds:  # Welch pairs no seeds
+            return None
+        runs_a, runs_b = run_by_seed(self.a_runs), run_by_seed(self.b_runs)
+        curves = [(dict(runs_a[s].curve), dict(runs_b[s].curve)) for s in self.diff.seeds]
+        shared = set.intersection(*(set(ca) & set(cb) for ca, cb in curves))
+        if not shared:
+            return None
+        late = [t for t in shared if t >= max(shared) / 2]
+        sign = math.copysign(1.0, self.diff.mean)
+        held = sum(sign * sum(cb[t] - ca[t] for ca, cb in curves) > 0 for t in late)
+        return held, len(late)
+
     def line(self, what: str, deciding: bool = False) -> str:
         """The comparison as one markdown list item of a claim's numbers."""
         mark = " ← decides the verdict" if deciding else ""
-        return f"- {what}, {self.where}: {fmt_interval(self.diff)} (n = {self.diff.n}){mark}"
+        div = self.divergence
+        note = f"; {div}" if div.k_a or div.k_b else ""
+        return f"- {what}, {self.where}: {fmt_interval(self.diff)} (n = {self.diff.n}{note}){mark}"
+
+    def evidence(self, what: str, deciding: bool = False) -> list[str]:
+        """`line`, then as sub-items the lr protocol and whether the sign holds along the validation curve
+        (evidence only: neither decides)."""
+        sign = self.sign_along_curve()
+        held = (f"sign holds at {sign[0]}/{sign[1]} checkpoints of the second half" if sign
+                else "sign along the curve: n/a (no paired, nonzero difference with shared checkpoints)")
+        return [self.line(what, deciding), f"  - lr protocol: {self.protocol}", f"  - {held}"]
 
 
 def best_lr(runs: list[Run]) -> float:
-    """The lr with the lowest mean final loss (chosen on the loss it is then compared on: a mild optimism
-    that both sides of a comparison share)."""
-    means = {lr: summary_of([r for r in runs if r.lr == lr]).mean for lr in {r.lr for r in runs if r.usable}}
-    return min(means, key=lambda lr: (means[lr], lr))
+    """The lr to judge a variant at: among the lrs with a finished run, the lowest fraction of diverged runs
+    (an lr where any seed diverged cannot beat a clean one), then the lowest mean final loss over its
+    finished runs, then the smaller lr."""
+    def rank(lr: float) -> tuple:
+        at = [r for r in runs if r.lr == lr]
+        return (sum(r.diverged for r in at) / len(at), summary_of(at).mean, lr)
+
+    return min({r.lr for r in runs if r.usable}, key=rank)
+
+
+def _lrs(runs: list[Run]) -> tuple[set[float], set[float]]:
+    """(lrs with a finished run, lrs with an outcome: finished or diverged)."""
+    return {r.lr for r in runs if r.usable}, {r.lr for r in runs if r.usable or r.diverged}
+
+
+def _best_lr_runs(side: list[Run], tuned: bool) -> tuple[float, tuple[Run, ...]] | None:
+    """The side's best lr and the runs judged at it: chosen on the tuning runs and judged on the others when
+    the group has tuning runs, else chosen and judged on the same runs. None without two lrs to choose from."""
+    pool = [r for r in side if r.role == "tuning"] if tuned else side
+    if len(_lrs(pool)[0]) < 2:
+        return None
+    lr = best_lr(pool)
+    return lr, tuple(r for r in side if r.lr == lr and r.role != "tuning")
 
 
 def compare_sides(runs: Iterable[Run], a: Callable[[Run], bool], b: Callable[[Run], bool],
                   key: Callable[[Run], Hashable | None], names: tuple[str, str]) -> list[Comparison]:
-    """One comparison per setting (key) and lr where both sides have usable runs; and where both sides ran at
-    two or more lrs, one more with each side at its own best lr, so that neither is judged at an lr that
-    happens to suit the other."""
+    """One comparison per setting (key) and lr where both sides ran (finished or diverged) and one side
+    finished; and where both sides ran at two or more lrs, one more with each side at its own best lr
+    (best_lr), so that neither is judged at an lr that happens to suit the other. Runs marked tuning
+    (Run.role) only choose that lr: they are judged nowhere."""
     groups = group_by((r for r in runs if a(r) or b(r)), key)
     groups.pop(None, None)  # runs outside every setting of this comparison
     out = []
     for k, group in groups.items():
-        side_a, side_b = [r for r in group if a(r)], [r for r in group if b(r)]
-        lrs_a, lrs_b = {r.lr for r in side_a if r.usable}, {r.lr for r in side_b if r.usable}
-        for lr in sorted(lrs_a & lrs_b):
+        tuned = any(r.role == "tuning" for r in group)
+        side_a = [r for r in group if a(r)]
+        side_b = [r for r in group if b(r)]
+        judged_a, judged_b = ([r for r in side if r.role != "tuning"] for side in (side_a, side_b))
+        (fin_a, ran_a), (fin_b, ran_b) = _lrs(judged_a), _lrs(judged_b)
+        for lr in sorted((ran_a & ran_b) & (fin_a | fin_b)):
             out.append(Comparison(a=names[0], b=names[1], key=k, lr=f"lr {lr:g}", best_lr=False,
-                                  a_runs=tuple(r for r in side_a if r.lr == lr),
-                                  b_runs=tuple(r for r in side_b if r.lr == lr)))
-        if len(lrs_a) >= 2 and len(lrs_b) >= 2:
-            la, lb = best_lr(side_a), best_lr(side_b)
+                                  a_runs=tuple(r for r in judged_a if r.lr == lr),
+                                  b_runs=tuple(r for r in judged_b if r.lr == lr)))
+        best_a, best_b = _best_lr_runs(side_a, tuned), _best_lr_runs(side_b, tuned)
+        if best_a and best_b and best_a[1] and best_b[1]:
             out.append(Comparison(a=names[0], b=names[1], key=k, best_lr=True,
-                                  lr=f"each at its best lr ({names[0]} {la:g}, {names[1]} {lb:g})",
-                                  a_runs=tuple(r for r in side_a if r.lr == la),
-                                  b_runs=tuple(r for r in side_b if r.lr == lb)))
+                                  lr=f"each at its best lr ({names[0]} {best_a[0]:g}, {names[1]} {best_b[0]:g})",
+                                  a_runs=best_a[1], b_runs=best_b[1], protocol=FRESH_SEEDS if tuned else SAME_SEEDS))
     return out
 
 
 def primary(comps: list[Comparison], base: Setting | None) -> Comparison | None:
-    """The comparison that decides a verdict: the most paired seeds; then each side at its best lr; then the
-    sweep's most common setting; then the textbook setting. The others are shown beside it."""
+    """The comparison that decides a verdict: the most paired seeds (diverged ones included); then each side
+    at its best lr; then the sweep's most common setting; then the textbook setting. The others are shown
+    beside it."""
     if not comps:
         return None
-    return min(comps, key=lambda c: (-c.diff.n, not c.best_lr, c.key.setting != base, _textbook_rank(c.key),
+    return min(comps, key=lambda c: (-c.n, not c.best_lr, c.key.setting != base, _textbook_rank(c.key),
                                      repr(c.key), c.lr))  # repr: a last, deterministic tie-break
 
 

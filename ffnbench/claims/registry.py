@@ -10,13 +10,18 @@ from pathlib import Path
 from ffnbench.claims.activations import c3, c4, c8, c13
 from ffnbench.claims.alignment import BENCH_GLOB, c9, find_bench_files
 from ffnbench.claims.analytic import c2, c10, c11, c12
-from ffnbench.claims.bias import BIAS_MARGIN, c7
+from ffnbench.claims.bias import BIAS_MARGIN_BPB, c7
 from ffnbench.claims.claim import Claim, ClaimResult, Observations, evaluate_claim
 from ffnbench.claims.runs import Run
-from ffnbench.claims.sparsity import c5, c6
+from ffnbench.claims.sparsity import DEAD_REPORTED, GELU_ZERO_TOL, HALF_BAND, HALF_OUTER, c5, c6
 from ffnbench.claims.widths import c1
 
 _BETTER = "supported if the 95% CI of Δ lies above 0, contradicted if it lies below 0, inconclusive otherwise"
+# The divergence rule of every paired comparison (ffnbench.claims.pairing.Comparison) and the multiplicity policy.
+_DIVERGED = ("a diverged run is a failure, never dropped: if, over the seeds both sides ran, a seed diverged on one "
+             "side only, the comparison is inconclusive (\"x diverged on k of n seeds, y on j\") unless Fisher's exact "
+             "test finds the divergence rates different (p < 0.05), and then the side that diverged less wins")
+_HOLM = "Holm over the claim's parts (family α = 0.05)"
 
 CLAIMS: tuple[Claim, ...] = (
     Claim(
@@ -25,14 +30,15 @@ CLAIMS: tuple[Claim, ...] = (
                   "diminishing returns.",
         source="docs/claims.md §C1 (articles 001 §3.4.4, 002 §6.1, 000 common misconceptions)",
         kind="trained", experiment="widths",
-        needs="ungated relu and gelu at width ratios 2, 4, 8 (fixed d_model; budget-sized ungated runs count as the "
-              "same width), and at a fixed non-embedding budget (model.non_embedding_params)",
-        rule="per activation at fixed d_model, paired by seed: Δ(2→4) = loss(2×) − loss(4×) and the effect "
-             "Δ(2→4) − Δ(4→8); supported if both 95% CIs lie above 0 (4× helps, and returns diminish past 4×), "
-             "contradicted if either lies below 0; at a fixed budget (when run): contradicted if any ratio's loss is "
-             "significantly below 4×'s (CI of loss(4×) − loss(r) above 0); all parts must hold",
-        why="If 4× is a sweet spot, going from 2× to 4× must buy more loss than going from 4× to 8×, and with the "
-            "parameter budget fixed no other ratio should beat it.",
+        needs="ungated relu and gelu at width ratios 2, 4 and 8 at one fixed non-embedding budget "
+              "(model.non_embedding_params, d_model solved per ratio); the fixed-d_model arm is described",
+        rule=f"decided only at a fixed non-embedding budget, per activation, paired by seed: Δ₂ = loss(2×) − loss(4×) "
+             f"and Δ₈ = loss(8×) − loss(4×); supported if both 95% CIs lie above 0 for every activation (4× beats "
+             f"both neighbours), contradicted if either lies below 0 (a neighbour beats 4×), inconclusive otherwise; "
+             f"{_HOLM}; {_DIVERGED}. The fixed-d_model arm (loss per doubling of the width) is reported and does not "
+             "decide: returns that diminish hold for any power law L = c + a·r^(−α), at 2× as at 4×",
+        why="A sweet spot is a ratio that beats its neighbours when the parameters it spends are not free: at a "
+            "fixed budget a wider FFN costs d_model, so 4× must give a lower loss than both 2× and 8×.",
         evaluate=c1,
     ),
     Claim(
@@ -54,7 +60,8 @@ CLAIMS: tuple[Claim, ...] = (
         kind="trained", experiment="activations",
         needs="gelu and swiglu at the same budget ratio, bias and model, paired by seed",
         rule=f"Δ = loss(gelu) − loss(swiglu) at a matched budget (|budget mismatch| ≤ ffn.max_mismatch, else "
-             f"inconclusive); {_BETTER}",
+             f"inconclusive), paired by seed, each at its best lr when both ran an lr grid; {_BETTER}; {_DIVERGED}; "
+             "the lr protocol and the sign of Δ at the checkpoints of the second half of training are shown",
         why="The gate's extra expressiveness must show up as lower loss when both FFNs hold the same number of "
             "parameters; otherwise SwiGLU only wins by being bigger.",
         evaluate=c3,
@@ -65,9 +72,11 @@ CLAIMS: tuple[Claim, ...] = (
         source="docs/claims.md §C4 (articles 002 §3.2, 003 §3)",
         kind="trained", experiment="activations",
         needs="relu and gelu at a matched budget; an lr grid (`make sweep EXP=lr`) for the stability part",
-        rule=f"Δ = loss(relu) − loss(gelu) at a matched budget, each at its best lr when both ran an lr grid; "
-             f"{_BETTER}. Stability (lr grid only): diverged runs counted per activation; if they differ, GELU "
-             "diverging less is supported, more is contradicted",
+        rule=f"Δ = loss(relu) − loss(gelu) at a matched budget, paired by seed, each at its best lr when both ran an "
+             f"lr grid (an lr where a run diverged is never a best lr unless every lr has one); {_BETTER}; "
+             f"{_DIVERGED}. Stability (lr grid only): diverged runs over the grid as rates, Fisher's exact test: "
+             "supported if GELU's rate is significantly lower (p < 0.05), contradicted if significantly higher, "
+             f"inconclusive otherwise (no divergence on either side leaves stability untested); {_HOLM}",
         why="Better means lower loss on the same data and budget; more stable means fewer divergences and less "
             "sensitivity across learning rates.",
         evaluate=c4,
@@ -78,11 +87,17 @@ CLAIMS: tuple[Claim, ...] = (
         source="docs/claims.md §C5 (articles 000 try it yourself, 001 §3.4.4)",
         kind="trained", experiment="sparsity",
         needs="every relu and gelu run's ffn_stats (init: the validation pass at step 0; final: after training)",
-        rule="relu's zero fraction at init (one value per seed): supported if its 95% CI lies within 0.5 ± 0.1, "
-             "contradicted if it lies outside 0.5 ± 0.2; gelu: supported if every run has exactly 0 zeros at init, "
-             "contradicted if any has one; both parts must hold; trained values are reported",
-        why="A symmetric pre-activation is negative half the time, and max(0, x) maps every negative to exactly 0; "
-            "x·Φ(x) is 0 only at x = 0.",
+        rule=f"two readings, each a part with its own verdict, and both must hold: at init (the article's snippet: "
+             f"random weights; one value per seed over every run) and after training (each activation's most common "
+             f"matched setting at its best lr, one value per seed). In each, relu's zero fraction: supported if its "
+             f"95% CI lies within [{HALF_BAND[0]:g}, {HALF_BAND[1]:g}], contradicted if it lies wholly outside "
+             f"[{HALF_OUTER[0]:g}, {HALF_OUTER[1]:g}]; and gelu has no hard zeros: supported if every seed's zero "
+             f"fraction is ≤ {GELU_ZERO_TOL:g}, contradicted if every seed's is above it, inconclusive if they "
+             f"disagree; {_HOLM}",
+        why="A symmetric pre-activation is negative half the time, and max(0, x) maps every negative to exactly 0, "
+            "which is why ReLU is at 0.5 at init by construction; what a reader takes from the claim is the trained "
+            "network, where training moves the pre-activations. x·Φ(x) is 0 only at x = 0 in exact arithmetic, but "
+            "in fp32 and bf16 it rounds to exactly 0 below x ≈ −5.5, hence a tolerance.",
         evaluate=c5,
     ),
     Claim(
@@ -91,9 +106,11 @@ CLAIMS: tuple[Claim, ...] = (
         source="docs/claims.md §C6 (article 002 §3.1)",
         kind="trained", experiment="sparsity",
         needs="relu (and other variants for comparison) at ≥ 2 learning rates, same setting otherwise",
-        rule="dead fraction = units whose output is exactly 0 on every validation token after training, per seed; "
-             "at the largest lr with finished runs: supported if its 95% CI is ≥ 0.4, contradicted if the CI lies "
-             "below 0.4; needs ≥ 2 lrs",
+        rule=f"dead fraction = units whose output is exactly 0 on every validation token after training, per seed; "
+             f"at the largest lr at which every relu run finished (an lr where some seeds diverged would be judged on "
+             f"its survivors, so it is shown, not judged): supported if its 95% CI is ≥ {DEAD_REPORTED:g}, "
+             f"contradicted if the CI lies below {DEAD_REPORTED:g}, inconclusive otherwise (and with identical seeds); "
+             "needs ≥ 2 lrs",
         why="A large update can push a unit's pre-activation below 0 for every input, after which it gets no "
             "gradient; if that is common at large lrs, the dead fraction should reach the reported 40%.",
         evaluate=c6,
@@ -104,9 +121,13 @@ CLAIMS: tuple[Claim, ...] = (
         source="docs/claims.md §C7 (article 002 §2.1)",
         kind="trained", experiment="bias",
         needs="each activation with and without FFN biases at a matched budget, paired by seed",
-        rule=f"equivalence per activation: Δ = loss(no bias) − loss(bias); supported if the 95% CI's upper bound is "
-             f"below {BIAS_MARGIN:g} nats (the practical margin), contradicted if its lower bound is above it; every "
-             "activation must hold; tokens/s shown with and without",
+        rule=f"non-inferiority per activation, in bits per byte (tokenizer-independent): Δ = bpb(no bias) − "
+             f"bpb(bias), paired by seed; supported if the 95% interval's upper bound is below the margin "
+             f"{BIAS_MARGIN_BPB:g} bpb (0.01 nats/token at the byte tokenizer, rounded up, and above the 0.013 bpb "
+             f"cross-machine spread), contradicted if its lower bound is above it, inconclusive otherwise; the "
+             f"interval is a hierarchical bootstrap over seeds and validation windows where the runs recorded "
+             f"per-window losses, else the t interval over seeds (said so); every activation must hold; {_HOLM}; "
+             f"{_DIVERGED}; tokens/s shown with and without",
         why="If biases matter, removing them costs loss; a cost reliably below a practical margin means they can "
             "go.",
         evaluate=c7,
@@ -118,8 +139,9 @@ CLAIMS: tuple[Claim, ...] = (
         kind="trained", experiment="depth",
         needs="relu and swish at a matched budget, at two depths (model.n_layer)",
         rule=f"Δ = loss(relu) − loss(swish) at each depth ({_BETTER}); and the depth interaction "
-             "Δ(deep) − Δ(shallow), paired by seed, supported if its CI lies above 0, contradicted if below; all "
-             "parts must hold",
+             "Δ(deep) − Δ(shallow), paired by seed, supported if its CI lies above 0, contradicted if below "
+             f"(inconclusive when either depth's comparison differs in divergences); {_DIVERGED}; every part must "
+             f"hold, {_HOLM}",
         why="A smoother activation should help optimisation, and more so as depth makes optimisation harder.",
         evaluate=c8,
     ),
@@ -128,12 +150,17 @@ CLAIMS: tuple[Claim, ...] = (
         statement="Rounding d_ff up to a multiple of 64/128/256 makes the FFN run faster on tensor cores.",
         source="docs/claims.md §C9 (articles 002 §6.2, 004 §8.2)",
         kind="benchmark",
-        needs=f"{BENCH_GLOB} from `make bench` (FFN timings at d_ff 682 / 704 / 768)",
-        rule="GPU only: supported if every d_ff that is a multiple of 64 costs less time per parameter than every "
-             "unaligned d_ff (682) beyond both interquartile bands, contradicted if none does, inconclusive if some "
-             "do; CPU-only data is inconclusive (no tensor cores)",
-        why="Aligned shapes tile exactly onto tensor-core fragments; if that matters, the aligned sizes must be "
-            "cheaper per parameter, not merely faster because they are smaller.",
+        needs=f"{BENCH_GLOB} from `make bench` (FFN timings at d_ff 682, unaligned, and 640 / 704 / 768, aligned)",
+        rule="GPU only, two parts around the unaligned 682, the noise being each row's median ± IQR/2 over the "
+             "benchmark's repetitions: (1) the aligned 704 takes no more absolute time than 682 although larger — "
+             "supported if 704's band lies at or below 682's, contradicted if it lies above, inconclusive if they "
+             "overlap; (2) the aligned 640 costs no more time per parameter than 682 although smaller — the same "
+             "rule on ns/param; both must hold. A file without the 640 row (older benchmarks) is inconclusive (rerun "
+             "`make bench`); CPU-only data is inconclusive (no tensor cores)",
+        why="Aligned shapes tile exactly onto tensor-core fragments. Larger GEMMs are cheaper per parameter whether "
+            "aligned or not, so comparing 682 with larger aligned sizes alone favours the claim: alignment must "
+            "show where size works against it — a larger aligned FFN no slower, a smaller one no dearer per "
+            "parameter.",
         evaluate=c9,
     ),
     Claim(
@@ -176,8 +203,10 @@ CLAIMS: tuple[Claim, ...] = (
         source="docs/claims.md §C13 (articles 002 §3, 003 §2)",
         kind="trained", experiment="linear",
         needs="linear (no activation) against gelu and swiglu at a matched budget; plus an analytic check",
-        rule=f"analytic: a `linear` FeedForward must equal one composed affine map (relative error < 1e-9); trained: "
-             f"Δ = loss(linear) − loss(gelu) and loss(linear) − loss(swiglu); {_BETTER}; all parts must hold",
+        rule=f"analytic: a `linear` FeedForward must equal one composed affine map (relative error < 1e-9); trained "
+             f"(both needed, a missing one is inconclusive): Δ = loss(linear) − loss(gelu) and loss(linear) − "
+             f"loss(swiglu), paired by seed; {_BETTER}; {_DIVERGED}; every part must hold, {_HOLM} (the analytic part "
+             "is exact and not corrected)",
         why="If the two matrices collapse to one map, the FFN can only add a linear map to the residual stream, so "
             "the model must do measurably worse than with a real nonlinearity.",
         evaluate=c13,

@@ -15,7 +15,10 @@ from ffnbench.stats import Summary
 
 DEFAULT_MAX_MISMATCH = 0.02  # train.yaml's ffn.max_mismatch, for records that lack it
 # The model factors a run's setting names: runs that agree on all of them are comparable.
-MODEL_FACTORS = ("name", "d_model", "n_layer", "n_head", "seq_len", "non_embedding_params")
+MODEL_FACTORS = ("name", "d_model", "n_layer", "n_head", "seq_len", "non_embedding_params", "ffn_init")
+
+# Records written before a factor existed count as its default (ffn_init came with the matched-init option).
+MODEL_DEFAULTS = {"ffn_init": "gpt2"}
 
 Setting = tuple[tuple[str, Any], ...]  # (("model.name", "small"), ...): hashable, in MODEL_FACTORS order
 
@@ -57,6 +60,8 @@ class Run:
     curve: tuple  # ((tokens, val_loss), ...), finite points only
     error: str | None
     result: RunResult = field(repr=False)  # the whole record it was read from
+    # "tuning": run only to choose an lr (config `tuning: true`), never judged; "judged": everything else.
+    role: str = "judged"
 
     @classmethod
     def from_result(cls, result: RunResult) -> Run:
@@ -83,7 +88,7 @@ class Run:
             budget_mismatch=float(ffn.get("budget_mismatch") or 0.0),
             max_mismatch=float(cfg.get("ffn", {}).get("max_mismatch", DEFAULT_MAX_MISMATCH)),
             lr=float(cfg["optim"]["lr"]),
-            setting=tuple((f"model.{k}", cfg["model"].get(k)) for k in MODEL_FACTORS),
+            setting=tuple((f"model.{k}", cfg["model"].get(k, MODEL_DEFAULTS.get(k))) for k in MODEL_FACTORS),
             loss=result.metric("final_val_loss"),
             bpb=result.metric("final_val_bpb"),
             init=(result.ffn_stats.get("init") or {}).get("mean"),
@@ -93,6 +98,7 @@ class Run:
             curve=tuple((p["tokens"], p["val_loss"]) for p in result.curve or [] if finite(p.get("val_loss"))),
             error=result.error,
             result=result,
+            role="tuning" if cfg.get("tuning") is True else "judged",
         )
 
     @classmethod
@@ -104,6 +110,12 @@ class Run:
     def usable(self) -> bool:
         """Counts in the loss statistics: finished, with a finite final validation loss."""
         return self.status == "finished" and self.loss is not None
+
+    @property
+    def diverged(self) -> bool:
+        """Counts as a failure in every comparison: diverged in training, or "finished" without a finite
+        validation loss (a NaN that appeared only in validation)."""
+        return self.status == "diverged" or (self.status == "finished" and self.loss is None)
 
     @property
     def budget_ratio(self) -> float | None:
@@ -138,15 +150,25 @@ def group_by(runs: Iterable[Run], key: Callable[[Run], Any]) -> dict[Any, list[R
     return out
 
 
-def by_seed(runs: Iterable[Run], value: Callable[[Run], float | None] = lambda r: r.loss) -> dict[int, float]:
-    """{seed: value} over the usable runs. Width-sized runs come first, so where an ungated width-r and
-    budget-r run (the same model) share a seed, the width run is the one used."""
-    out: dict[int, float] = {}
+def run_by_seed(runs: Iterable[Run], keep: Callable[[Run], bool] = lambda r: r.usable) -> dict[int, Run]:
+    """{seed: run} over the runs `keep` accepts, one per seed. Width-sized runs come first, so where an
+    ungated width-r and budget-r run (the same model) share a seed, the width run is the one used."""
+    out: dict[int, Run] = {}
     for r in sorted(runs, key=lambda r: (r.sizing != "width", r.name)):
-        v = value(r)
-        if r.usable and v is not None and r.seed not in out:
-            out[r.seed] = v
+        if keep(r) and r.seed not in out:
+            out[r.seed] = r
     return out
+
+
+def by_seed(runs: Iterable[Run], value: Callable[[Run], float | None] = lambda r: r.loss) -> dict[int, float]:
+    """{seed: value} over the usable runs (one per seed, see run_by_seed)."""
+    chosen = run_by_seed(runs, lambda r: r.usable and value(r) is not None)
+    return {s: value(r) for s, r in chosen.items()}  # type: ignore[misc]
+
+
+def outcomes_by_seed(runs: Iterable[Run]) -> dict[int, Run]:
+    """{seed: run} over the runs with an outcome: finished with a loss, or diverged (see run_by_seed)."""
+    return run_by_seed(runs, lambda r: r.usable or r.diverged)
 
 
 def summary_of(runs: Iterable[Run], value: Callable[[Run], float | None] = lambda r: r.loss) -> Summary:

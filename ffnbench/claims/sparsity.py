@@ -1,45 +1,113 @@
-"""C5, C6: hard zeros and dead units in the FFN's hidden activations (docs/claims.md §C5, §C6)."""
+"""C5, C6: hard zeros and dead units in the FFN's hidden activations (docs/claims.md §C5, §C6).
+
+C5 is judged twice. At initialisation (what the article's snippet measures: random weights and inputs) ReLU
+zeroes half its pre-activations by symmetry, so that reading nearly always holds; after training is what a
+reader takes from the claim, and there the zero fraction is whatever training made it. Each reading is a part
+with its own verdict, and the claim needs both."""
 
 from __future__ import annotations
 
 from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
-from ffnbench.claims.pairing import PairKey, matched_key
-from ffnbench.claims.runs import group_by, per_seed_mean, stat_of
-from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
+from ffnbench.claims.pairing import PairKey, best_lr, matched_key
+from ffnbench.claims.runs import Run, group_by, per_seed_mean, stat_of
+from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Summary, Verdict
 
 DEAD_REPORTED = 0.4  # C6: "40%+ of ReLU units dead"
+HALF_BAND = (0.4, 0.6)  # C5: "about half" — the 95% CI of ReLU's zero fraction inside this supports
+HALF_OUTER = (0.3, 0.7)  # ... and wholly outside this contradicts
+# C5: "no hard zeros", with a tolerance: GELU does return an exact 0 where x·Φ(x) underflows (x ≲ −5.5 in fp32
+# and bf16: F.gelu(-8.) is -0.0), so a trained GELU may have a few; more than 1% of its hidden activations
+# exactly zero is no longer "none" next to ReLU's half.
+GELU_ZERO_TOL = 0.01
+
+
+def relu_half(values: dict[int, float]) -> tuple[Summary, Verdict]:
+    """ReLU's zero fraction, one value per seed: supported if the 95% CI lies within HALF_BAND, contradicted if
+    it lies wholly outside HALF_OUTER, inconclusive otherwise (and with no runs)."""
+    s = stats.summarize(values.values())
+    if not s.n:
+        return s, Verdict(INCONCLUSIVE, "no finished relu run with activation statistics")
+    return s, stats.verdict_within(s, HALF_BAND, HALF_OUTER)
+
+
+def gelu_none(values: dict[int, float]) -> Verdict:
+    """GELU's zero fraction, one value per seed: supported if every seed's is ≤ GELU_ZERO_TOL, contradicted if
+    every seed's is above it, inconclusive when the seeds disagree (and with no runs)."""
+    if not values:
+        return Verdict(INCONCLUSIVE, "no finished gelu run with activation statistics")
+    over = sorted(s for s, v in values.items() if v > GELU_ZERO_TOL)
+    worst = f"largest per-seed zero fraction {max(values.values()):.3g} (tolerance {GELU_ZERO_TOL:g})"
+    if not over:
+        return Verdict(SUPPORTED, f"every seed ≤ {GELU_ZERO_TOL:g}: {worst}")
+    if len(over) == len(values):
+        return Verdict(CONTRADICTED, f"every seed above {GELU_ZERO_TOL:g}: {worst}")
+    return Verdict(INCONCLUSIVE, f"{len(over)} of {len(values)} seeds above {GELU_ZERO_TOL:g}: {worst}")
+
+
+def trained_runs(runs: list[Run], act: str) -> tuple[PairKey | None, float | None, list[Run]]:
+    """The trained networks C5 reads for one activation: its most common matched setting (the most runs), at
+    that setting's best lr (the lr one would train it at); all of the setting's runs when it ran one lr."""
+    groups = group_by((r for r in runs if r.act == act), matched_key)
+    groups.pop(None, None)
+    if not any(r.usable for g in groups.values() for r in g):
+        return None, None, []
+    key = min(groups, key=lambda k: (-sum(r.usable for r in groups[k]), repr(k)))
+    lr = best_lr(groups[key])
+    return key, lr, [r for r in groups[key] if r.lr == lr]
+
+
+def _readings(init: tuple[dict, dict], final: tuple[dict, dict], final_label: str) -> list[tuple[str, Verdict]]:
+    """C5's two readings as its two parts, each the conjunction of "relu about half" and "gelu no hard zeros"
+    on its (relu, gelu) per-seed values. Holm runs over all four tests first (both relu parts carry a
+    p-value), so that judging the claim twice does not double its chance of a false contradiction."""
+    labels = ("at init (the article's snippet: random weights)", final_label)
+    tests = [(f"{label}: {name}", verdict) for label, (relu, gelu) in zip(labels, (init, final))
+             for name, verdict in (("relu about half", relu_half(relu)[1]), ("gelu no hard zeros", gelu_none(gelu)))]
+    corrected = stats.holm(tests)
+    return [(label, stats.combine([(name.removeprefix(f"{label}: "), v) for name, v in corrected
+                                   if name.startswith(f"{label}: ")])) for label in labels]
 
 
 def c5(obs: Observations) -> Evidence:
     ev = Evidence()
-    zero_at_init = stat_of("init", "zero_frac")
-    measured = [r for r in obs.runs if r.status == "finished" and zero_at_init(r) is not None]
+    at_init, after = stat_of("init", "zero_frac"), stat_of("final", "zero_frac")
+    measured = [r for r in obs.runs if r.status == "finished" and at_init(r) is not None]
     if not {"relu", "gelu"} & {r.act for r in measured}:
         return ev
-    relu = stats.summarize(per_seed_mean([r for r in measured if r.act == "relu"], zero_at_init).values())
-    gelu = [r for r in measured if r.act == "gelu"]
-    gelu_max = max((zero_at_init(r) for r in gelu), default=None)
-    half = "relu zeroes about half at init"
-    ev.parts.append((half, stats.verdict_within(relu, (0.4, 0.6), (0.3, 0.7)) if relu.n
-                     else Verdict(INCONCLUSIVE, "no relu runs in this sweep")))
-    no_zeros = "gelu has no hard zeros at init"
-    ev.parts.append((no_zeros, Verdict(SUPPORTED if gelu_max == 0 else CONTRADICTED,
-                                       f"largest zero fraction of a gelu run at init: {gelu_max:.3g}") if gelu
-                     else Verdict(INCONCLUSIVE, "no gelu runs in this sweep")))
-    ev.n = min_n(relu.n or None, len({r.seed for r in gelu}) or None)
-    ev.effect = (f"relu zero fraction at init {fmt_interval(relu, unit='', signed=False)}; "
-                 f"largest gelu zero fraction at init {'n/a' if gelu_max is None else f'{gelu_max:.3g}'}")
-    ev.details = ["| variant | seeds | zero fraction at init (mean ± std) | 95% CI | after training (mean ± std) "
-                  "| dead units after training |", "|---|---|---|---|---|---|"]
-    for act in sorted({r.act for r in measured}):
-        runs = [r for r in measured if r.act == act]
-        init, final, dead = (stats.summarize(per_seed_mean(runs, stat_of(when, key)).values())
-                             for when, key in (("init", "zero_frac"), ("final", "zero_frac"), ("final", "dead_frac")))
-        ev.details.append(f"| {act} | {init.n} | {fmt_mean_std(init, 3)} | {fmt_ci(init, 3)} "
-                          f"| {fmt_mean_std(final, 3)} | {fmt_mean_std(dead, 3)} |")
+    # At init every run of a seed shares its weights (the lr acts later): one value per seed over all runs.
+    init = tuple(per_seed_mean([r for r in measured if r.act == a], at_init) for a in ("relu", "gelu"))
+    (_, relu_lr, relu_runs), (_, gelu_lr, gelu_runs) = (trained_runs(list(obs.runs), a) for a in ("relu", "gelu"))
+    final = per_seed_mean(relu_runs, after), per_seed_mean(gelu_runs, after)
+    lrs = ", ".join(f"{a} at lr {lr:g}" for a, lr in (("relu", relu_lr), ("gelu", gelu_lr)) if lr is not None)
+    ev.parts += _readings(init, final, f"after training ({lrs or 'no trained run'})")
+    init_s, final_s = stats.summarize(init[0].values()), stats.summarize(final[0].values())
+    ev.n = min_n(*(len(values) or None for values in (*init, *final)))
+    gelu_max = max(final[1].values(), default=None)
+    ev.effect = (f"relu zero fraction at init {fmt_interval(init_s, unit='', signed=False)}; after training "
+                 f"{fmt_interval(final_s, unit='', signed=False)}; largest gelu zero fraction after training "
+                 f"{'n/a' if gelu_max is None else f'{gelu_max:.3g}'}")
+    ev.details = [*_zero_table(measured, {"relu": relu_lr, "gelu": gelu_lr}), "",
+                  "- lr protocol: after training, each activation at its best lr (lowest mean final loss), chosen on "
+                  "the same seeds — the zero fraction plays no part in the choice"]
     return ev
+
+
+def _zero_table(measured: list[Run], judged_lr: dict[str, float | None]) -> list[str]:
+    """Every variant's zero fraction at init and after training, per lr; the rows C5 judges after training
+    are marked."""
+    lines = ["| variant | lr | seeds | zero fraction at init (mean ± std) | 95% CI | after training (mean ± std) "
+             "| 95% CI | dead units after training |", "|---|---|---|---|---|---|---|---|"]
+    for act in sorted({r.act for r in measured}):
+        for lr in sorted({r.lr for r in measured if r.act == act}):
+            runs = [r for r in measured if r.act == act and r.lr == lr]
+            init, final, dead = (stats.summarize(per_seed_mean(runs, stat_of(when, key)).values()) for when, key in
+                                 (("init", "zero_frac"), ("final", "zero_frac"), ("final", "dead_frac")))
+            mark = " (judged)" if judged_lr.get(act) == lr else ""
+            lines.append(f"| {act} | {lr:g}{mark} | {init.n} | {fmt_mean_std(init, 3)} | {fmt_ci(init, 3)} "
+                         f"| {fmt_mean_std(final, 3)} | {fmt_ci(final, 3)} | {fmt_mean_std(dead, 3)} |")
+    return lines
 
 
 def c6(obs: Observations) -> Evidence:
@@ -51,24 +119,33 @@ def c6(obs: Observations) -> Evidence:
     key = min(groups, key=lambda k: (-len({r.lr for r in groups[k]}), -len(groups[k]), repr(k)))
     lrs = sorted({r.lr for r in groups[key]})
     ev.details = _sparsity_table(obs, key)
+    label = "dead relu units at the largest lr"
     if len(lrs) < 2:
         ev.n = len({r.seed for r in relu})
-        ev.parts.append(("dead relu units at the largest lr",
-                         Verdict(INCONCLUSIVE, "needs ≥ 2 learning rates: run `make sweep EXP=sparsity`")))
+        ev.parts.append((label, Verdict(INCONCLUSIVE, "needs ≥ 2 learning rates: run `make sweep EXP=sparsity`")))
         return ev
-    dead = stat_of("final", "dead_frac")
-    measured = [lr for lr in lrs if per_seed_mean([r for r in groups[key] if r.lr == lr], dead)]
-    if not measured:
+    top = judged_lr(groups[key])
+    if top is None:
         ev.n = 0
-        ev.parts.append(("dead relu units at the largest lr", Verdict(INCONCLUSIVE, "no finished relu run")))
+        ev.parts.append((label, Verdict(INCONCLUSIVE, "no lr at which every relu run finished")))
         return ev
-    top = measured[-1]
-    s = stats.summarize(per_seed_mean([r for r in groups[key] if r.lr == top], dead).values())
-    note = "" if top == lrs[-1] else f" (every run at lr {lrs[-1]:g} diverged)"
+    s = stats.summarize(per_seed_mean([r for r in groups[key] if r.lr == top], stat_of("final", "dead_frac")).values())
+    skipped = [lr for lr in lrs if lr > top]
+    note = f" (some or all runs diverged at lr {', '.join(f'{lr:g}' for lr in skipped)})" if skipped else ""
     ev.parts.append((f"relu dead fraction at lr {top:g} ≥ {DEAD_REPORTED:g}", stats.verdict_at_least(s, DEAD_REPORTED)))
     ev.n = s.n
     ev.effect = f"relu dead fraction at lr {top:g}{note}: {fmt_interval(s, unit='', signed=False)}"
+    ev.details += ["", f"- lr protocol: the largest lr at which every relu run finished ({top:g}); no lr is tuned"]
     return ev
+
+
+def judged_lr(runs: list[Run]) -> float | None:
+    """The lr C6 judges: the largest at which every run finished with a dead fraction. At an lr where some
+    seeds diverged, the survivors would be a selected sample, so that lr is shown but not judged."""
+    dead = stat_of("final", "dead_frac")
+    whole = [lr for lr in {r.lr for r in runs}
+             if all(r.status == "finished" and dead(r) is not None for r in runs if r.lr == lr)]
+    return max(whole, default=None)
 
 
 def _sparsity_table(obs: Observations, key: PairKey) -> list[str]:

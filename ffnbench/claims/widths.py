@@ -1,16 +1,22 @@
-"""C1: d_ff = 4·d_model is the sweet spot of the width ratio (docs/claims.md §C1)."""
+"""C1: d_ff = 4·d_model is the sweet spot of the width ratio (docs/claims.md §C1). Decided at a fixed
+non-embedding parameter budget, where a wider FFN costs d_model; the fixed-d_model arm is only described."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import pairwise
 from typing import NamedTuple
 
 from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
-from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, summary_of
-from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
+from ffnbench.claims.pairing import Comparison, PairKey
+from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, outcomes_by_seed, summary_of
+from ffnbench.stats import INCONCLUSIVE, Verdict
+
+SWEET = 4.0  # the ratio the claim calls the sweet spot
+NEIGHBOURS = (2.0, 8.0)  # the ratios it must beat at a fixed budget
 
 
 class Series(NamedTuple):
@@ -44,70 +50,79 @@ def _series_table(act: str, ratios: dict[float, list[Run]]) -> list[str]:
 
 
 def _fixed_d(act: str, ratios: dict[float, list[Run]], ev: Evidence) -> None:
-    """At a fixed d_model: 2→4 must help, and help more than 4→8 (diminishing returns)."""
-    l2, l4, l8 = (by_seed(ratios[r]) for r in (2.0, 4.0, 8.0))
-    gain_24 = stats.compare(l4, l2)  # loss(2) − loss(4): what going from 2× to 4× buys
-    gain_48 = stats.compare(l8, l4)  # loss(4) − loss(8)
-    common = set(l2) & set(l4) & set(l8)
-    effect = stats.one_sample({s: (l2[s] - l4[s]) - (l4[s] - l8[s]) for s in common})
-    if effect.n < 2 and min(len(l2), len(l4), len(l8)) >= 2:  # no shared seeds: unpaired difference of gains
-        effect = stats.welch([l4[s] - l8[s] for s in set(l4) & set(l8)], [l2[s] - l4[s] for s in set(l2) & set(l4)])
-    ev.parts.append((f"{act} at fixed d_model: 2→4 gain", stats.verdict_better(gain_24)))
-    ev.parts.append((f"{act} at fixed d_model: Δ(2→4) − Δ(4→8)", stats.verdict_better(effect)))
-    ev.effect += f"{'; ' if ev.effect else ''}{act}: Δ(2→4) − Δ(4→8) = {fmt_interval(effect)}"
-    ev.n = min_n(ev.n, effect.n)
-    ev.details += [f"- {act}, fixed d_model: Δ(2→4) = loss(2×) − loss(4×) = {fmt_interval(gain_24)}; "
-                   f"Δ(4→8) = {fmt_interval(gain_48)}; Δ(2→4) − Δ(4→8) = {fmt_interval(effect)} (n = {effect.n})"]
+    """At a fixed d_model, described only: the loss each doubling of the width buys. Returns that diminish
+    are no sweet spot (every power law L = c + a·r^(−α) shows them, at 2× as at 4×), so nothing here decides."""
+    rs = sorted(ratios)
+    for lo, hi in pairwise(rs):
+        gain = stats.compare(by_seed(ratios[hi]), by_seed(ratios[lo]))  # loss(lo) − loss(hi)
+        ev.details.append(f"- {act}, fixed d_model: Δ({lo:g}→{hi:g}) = loss({lo:g}×) − loss({hi:g}×) = "
+                          f"{fmt_interval(gain)} (n = {gain.n})")
+    ev.details.append(f"- {act}, fixed d_model: describes diminishing returns only, and does not decide (any power "
+                      "law L = c + a·r^(−α) has them)")
 
 
-def _fixed_budget(act: str, ratios: dict[float, list[Run]], ev: Evidence) -> None:
-    """At a fixed non-embedding budget: no other ratio may beat 4×."""
-    l4 = by_seed(ratios[4.0])
-    beaten, ns = [], []
-    for ratio in sorted(r for r in ratios if r != 4.0):
-        diff = stats.compare(by_seed(ratios[ratio]), l4)  # loss(4) − loss(r): > 0 means r beats 4×
-        ns.append(diff.n)
-        ev.details.append(f"- {act}, fixed budget: loss(4×) − loss({ratio:g}×) = {fmt_interval(diff)} (n = {diff.n})")
-        if stats.verdict_better(diff).verdict == SUPPORTED:
-            beaten.append(f"{ratio:g}×")
-    label = f"{act} at a fixed budget: 4× not beaten"
-    if beaten:
-        ev.parts.append((label, Verdict(CONTRADICTED, f"beaten by {', '.join(beaten)} (95% CI above 0)")))
-    elif min(ns) < 2:
-        ev.parts.append((label, Verdict(INCONCLUSIVE, stats.ONE_SEED)))
-    else:
-        ev.parts.append((label, Verdict(SUPPORTED, "no other ratio's loss is significantly below 4×'s")))
-    ev.n = min_n(ev.n, min(ns))
+def _fixed_budget(act: str, key: Series, ratios: dict[float, list[Run]], ev: Evidence) -> None:
+    """At a fixed non-embedding budget: 4× must beat both neighbours, 2× and 8×, each paired by seed (one part
+    each, Holm-corrected with the claim's other parts by stats.combine); the other ratios are described."""
+    pair_key = PairKey(key.setting, bias=key.bias, multiple_of=key.multiple_of)
+    effects = []
+    for other in sorted(ratios):
+        if other == SWEET:
+            continue
+        comp = Comparison(a=f"{act} {SWEET:g}×", b=f"{act} {other:g}×", key=pair_key, lr=f"lr {key.lr:g}",
+                          best_lr=False, a_runs=tuple(ratios[SWEET]), b_runs=tuple(ratios[other]))
+        what = f"{act}: loss({other:g}×) − loss({SWEET:g}×)"
+        deciding = other in NEIGHBOURS
+        if deciding:
+            ev.parts.append((f"{act} at a fixed budget: {SWEET:g}× beats {other:g}×", comp.verdict()))
+            ev.n = min_n(ev.n, comp.n)
+            effects.append(f"loss({other:g}×) − loss({SWEET:g}×) = {fmt_interval(comp.diff)}")
+        ev.details += comp.evidence(what, deciding)
+    ev.effect += f"{'; ' if ev.effect else ''}{act} at a fixed budget: {'; '.join(effects)}"
 
 
 def _largest(series: dict[Series, dict[float, list[Run]]], need: set[float], base: Setting | None) -> Series | None:
-    """The series holding every ratio in `need` with the most seeds (then the sweep's common setting)."""
-    ok = [k for k, ratios in series.items() if need <= set(ratios)]
-    return min(ok, key=lambda k: (-min(len(by_seed(series[k][r])) for r in need), k.setting != base, str(tuple(k))),
-               default=None)
+    """The series holding every ratio in `need` with the most seeds in its thinnest ratio (of `need`, or of all
+    when `need` is empty), then the most ratios, then the sweep's common setting."""
+    def rank(k: Series) -> tuple:
+        seeds = min(len(outcomes_by_seed(series[k][r])) for r in (need or series[k]))
+        return (-seeds, -len(series[k]), k.setting != base, str(tuple(k)))
+
+    return min((k for k, ratios in series.items() if need <= set(ratios)), key=rank, default=None)
+
+
+def _table(act: str, key: Series, ratios: dict[float, list[Run]]) -> list[str]:
+    return [f"\n{act}, {describe_setting(key.setting)}, lr {key.lr:g}:\n", *_series_table(act, ratios), ""]
+
+
+def _activation(obs: Observations, act: str, ev: Evidence) -> bool:
+    """One activation's share of C1 (its fixed-budget parts, its fixed-d_model description); False when it
+    has no width runs at all."""
+    fixed_d, fixed_b = (_width_series(obs.runs, act, fixed) for fixed in (False, True))
+    if fixed_d:
+        key = _largest(fixed_d, set(), obs.base_setting)
+        ev.details += _table(act, key, fixed_d[key])
+        _fixed_d(act, fixed_d[key], ev)
+    if not fixed_b:
+        if fixed_d:
+            ev.parts.append((f"{act} at a fixed budget", Verdict(INCONCLUSIVE, "only the fixed-d_model arm ran, which "
+                             "cannot tell a sweet spot from diminishing returns: run `make sweep EXP=widths` (its "
+                             "model.non_embedding_params arm)")))
+        return bool(fixed_d)
+    key = _largest(fixed_b, {*NEIGHBOURS, SWEET}, obs.base_setting)
+    if key is None:
+        found = sorted({r for ratios in fixed_b.values() for r in ratios})
+        ev.parts.append((f"{act} at a fixed budget", Verdict(INCONCLUSIVE, f"needs 2×, 4× and 8× (found "
+                         f"{', '.join(f'{x:g}×' for x in found)}): run `make sweep EXP=widths`")))
+        return True
+    ev.details += _table(act, key, fixed_b[key])
+    _fixed_budget(act, key, fixed_b[key], ev)
+    return True
 
 
 def c1(obs: Observations) -> Evidence:
     ev = Evidence()
-    seen_width_runs = False
-    for act in ("relu", "gelu"):
-        for fixed_budget in (False, True):
-            series = _width_series(obs.runs, act, fixed_budget)
-            if not series:
-                continue
-            seen_width_runs = True
-            need = {4.0} if fixed_budget else {2.0, 4.0, 8.0}
-            key = _largest(series, need, obs.base_setting)
-            if key is None or (fixed_budget and len(series[key]) < 2):
-                found = sorted({r for ratios in series.values() for r in ratios})
-                what = "4× and another ratio" if fixed_budget else "2×, 4× and 8×"
-                ev.parts.append((f"{act} {'fixed budget' if fixed_budget else 'fixed d_model'}",
-                                 Verdict(INCONCLUSIVE, f"needs {what} (found {', '.join(f'{x:g}×' for x in found)}): "
-                                                       "run `make sweep EXP=widths`")))
-                continue
-            heading = f"\n{act}, {describe_setting(key.setting)}, lr {key.lr:g}:\n"
-            ev.details += [heading, *_series_table(act, series[key]), ""]
-            (_fixed_budget if fixed_budget else _fixed_d)(act, series[key], ev)
-    if ev.n is None and seen_width_runs:
+    seen_width_runs = [_activation(obs, act, ev) for act in ("relu", "gelu")]
+    if ev.n is None and any(seen_width_runs):
         ev.n = 0  # runs exist, just not the ones the rule needs (not "not in this sweep")
     return ev

@@ -30,6 +30,10 @@ def check_windows(config: DataConfig, seq_len: int, world_size: int = 1,
         raise ConfigError(f"data.val_tokens={config.val_tokens}: less than one validation window of "
                           f"model.seq_len={seq_len} tokens; raise data.val_tokens to at least {seq_len} or use a "
                           f"smaller model.seq_len")
+    final = config.final_val_tokens
+    if final is not None and final < seq_len:
+        raise ConfigError(f"data.final_val_tokens={final}: less than one validation window of model.seq_len="
+                          f"{seq_len} tokens; raise it to at least {seq_len}, or null for data.val_tokens")
     if config.batch_size % world_size:
         raise ConfigError(f"data.batch_size={config.batch_size} does not split evenly across {world_size} devices; "
                           f"use a multiple of {world_size}")
@@ -64,7 +68,8 @@ def window_offsets(seed: int, batch_index: int, batch_size: int, n_tokens: int, 
 
 def val_window_offsets(n_tokens: int, seq_len: int, val_tokens: int) -> np.ndarray:
     """The fixed validation set: val_tokens // seq_len windows (at least one, and no more than fit side by side),
-    evenly spaced over the validation split; independent of the seed."""
+    evenly spaced over the validation split; independent of the seed (and of the FFN: window i of two runs
+    on the same data and seq_len is the same text, so per-window losses pair across runs)."""
     n = max(1, min(val_tokens // seq_len, (n_tokens - 1) // seq_len))
     return np.linspace(0, n_tokens - seq_len - 1, n).astype(np.int64)
 
@@ -109,10 +114,11 @@ class TrainBatches(torch.utils.data.IterableDataset):
 
 
 class ValBatches(torch.utils.data.Dataset):
-    """Fixed validation windows in batches (map-style: batch b is item b)."""
+    """Fixed validation windows in batches (map-style: batch b is item b). Batches of the final validation set
+    (`final`) carry a third element, a marker, so the training module can tell them from the periodic set's."""
 
-    def __init__(self, windows: TokenWindows, offsets: np.ndarray, batch_size: int):
-        self.windows, self.offsets, self.batch_size = windows, offsets, batch_size
+    def __init__(self, windows: TokenWindows, offsets: np.ndarray, batch_size: int, final: bool = False):
+        self.windows, self.offsets, self.batch_size, self.final = windows, offsets, batch_size, final
 
     def __len__(self) -> int:
         return math.ceil(len(self.offsets) / self.batch_size)
@@ -120,4 +126,8 @@ class ValBatches(torch.utils.data.Dataset):
     def __getitem__(self, b: int) -> tuple[torch.Tensor, torch.Tensor]:
         if not 0 <= b < len(self):
             raise IndexError(b)
-        return self.windows(self.offsets[b * self.batch_size:(b + 1) * self.batch_size])
+        x, y = self.windows(self.offsets[b * self.batch_size:(b + 1) * self.batch_size])
+        return (x, y, FINAL_MARK) if self.final else (x, y)
+
+
+FINAL_MARK = "final"  # the third element of a final validation batch

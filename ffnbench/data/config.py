@@ -54,6 +54,7 @@ class DataConfig:
     vocab_size: int | None = None  # bpe only
     batch_size: int = 32  # global, in sequences
     val_tokens: int = 32768
+    final_val_tokens: int | None = None  # the final validation's set, capped at the split; None: val_tokens
     val_fraction: float = 0.05  # held out when the source has no validation split of its own
     max_docs: int | None = None
     num_proc: int | None = None
@@ -74,6 +75,7 @@ class DataConfig:
         for field in ("batch_size", "val_tokens"):
             _positive_int(field, getattr(self, field))
         _positive_int("max_docs", self.max_docs, optional=True)
+        _positive_int("final_val_tokens", self.final_val_tokens, optional=True)
         fraction = self.val_fraction
         if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction < 1:
             raise ConfigError(f"data.val_fraction: expected a number between 0 and 1, got {fraction!r}")

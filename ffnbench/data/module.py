@@ -41,6 +41,11 @@ class LMDataModule(L.LightningDataModule):
         self.val_tokens: np.ndarray | None = None
         self.val_bytes_per_token: float | None = None
         self.val_offsets: np.ndarray | None = None
+        self.final_val_offsets: np.ndarray | None = None  # data.final_val_tokens' windows, capped at the split
+        self.final_val_bytes_per_token: float | None = None
+        # Set for the final validation (train.py, after fit): the dataloader then serves the periodic windows and,
+        # after them, the final set's, marked (batches.FINAL_MARK).
+        self.final = False
         self._token_dir: Path | None = None
         self._prepared: dict[str, Any] = {}
 
@@ -69,8 +74,12 @@ class LMDataModule(L.LightningDataModule):
         self.train_tokens, self.val_tokens = (np.memmap(self.token_dir / f"{split}.bin", mode="r",
                                                         dtype=metas[split]["dtype"]) for split in SPLITS)
         self.val_offsets = val_window_offsets(len(self.val_tokens), self.seq_len, self.config.val_tokens)
-        _, targets = TokenWindows(self.val_tokens, self.seq_len)(self.val_offsets)
-        self.val_bytes_per_token = float(np.load(self.token_dir / TOKEN_BYTES_FILE)[targets.numpy()].mean())
+        self.final_val_offsets = val_window_offsets(len(self.val_tokens), self.seq_len,
+                                                    self.config.final_val_tokens or self.config.val_tokens)
+        token_bytes = np.load(self.token_dir / TOKEN_BYTES_FILE)
+        self.val_bytes_per_token, self.final_val_bytes_per_token = (
+            float(token_bytes[TokenWindows(self.val_tokens, self.seq_len)(offsets)[1].numpy()].mean())
+            for offsets in (self.val_offsets, self.final_val_offsets))
         seconds = self._prepared.get("seconds", 0.0) + time.perf_counter() - start
         self.info = self._describe(metas, seconds)
 
@@ -87,6 +96,8 @@ class LMDataModule(L.LightningDataModule):
                        "tokens": metas[split]["n_tokens"]} for split in SPLITS},
             "val_windows": len(self.val_offsets),
             "val_bytes_per_token": self.val_bytes_per_token,
+            "final_val_windows": len(self.final_val_offsets),
+            "final_val_bytes_per_token": self.final_val_bytes_per_token,
             "cache_dir": str(self.token_dir),
             "from_cache": self._prepared.get("from_cache"),  # None on a rank that did not prepare
             "seconds": seconds,
@@ -123,12 +134,17 @@ class LMDataModule(L.LightningDataModule):
         return torch.utils.data.DataLoader(stream, batch_size=None, num_workers=0, pin_memory=self._pin_memory())
 
     def val_dataloader(self) -> torch.utils.data.DataLoader:
-        """This rank's contiguous share of the fixed validation windows, in order."""
+        """This rank's contiguous share of the fixed validation windows, in order; with `final`, then its share of
+        the final set's windows (marked)."""
         world, rank = self._world()
         windows = self._windows(self.val_tokens)
-        shard = np.array_split(self.val_offsets, world)[rank]
-        return torch.utils.data.DataLoader(ValBatches(windows, shard, self.local_batch_size()), batch_size=None,
-                                           shuffle=False, num_workers=0, pin_memory=self._pin_memory())
+        local = self.local_batch_size()
+        dataset = ValBatches(windows, np.array_split(self.val_offsets, world)[rank], local)
+        if self.final:
+            final = ValBatches(windows, np.array_split(self.final_val_offsets, world)[rank], local, final=True)
+            dataset = torch.utils.data.ConcatDataset([dataset, final])
+        return torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False, num_workers=0,
+                                           pin_memory=self._pin_memory())
 
     def state_dict(self) -> dict[str, Any]:
         """What identifies the data a checkpoint was trained on."""

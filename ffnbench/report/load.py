@@ -64,9 +64,7 @@ def classify(result: RunResult, name: str) -> Run | Unused:
         run = Run.from_result(result)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         return Unused(name, str(status), f"incomplete record ({type(e).__name__}: {e})")
-    if status == "finished" and not run.usable:
-        return Unused(name, status, "finished without a finite final validation loss")
-    return run
+    return run  # a finished run without a finite final loss counts as diverged (Run.diverged), not as unused
 
 
 # ---- a sweep directory ------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from ffnbench.claims import (
 from ffnbench.report.comparisons import comparisons, mean_of
 from ffnbench.report.figures import FIGURES_DIR
 from ffnbench.report.load import RESULTS_FILE, Loaded, Unused, first_line
+from ffnbench.report.method import method_section
 from ffnbench.tables import fmt, markdown_table
 
 RESOLVE_EFFECT = 0.01  # nats: the difference the "seeds needed" column is sized for
@@ -39,6 +40,7 @@ def render(loaded: Loaded, results: list[ClaimResult], figures: list[tuple[str, 
     title = (loaded.manifest or {}).get("experiment") or (loaded.runs[0].result.config.get("name")
                                                           if loaded.runs else loaded.source.name)
     lines = [f"# ffnbench report: {title}", "", summary_paragraph(loaded, results), ""]
+    lines += method_section(results, loaded.runs)
     lines += claims_section(results)
     lines += results_section(loaded.runs)
     lines += ["## Figures", ""]
@@ -63,7 +65,7 @@ def variant_row(label: str, runs: list[Run]) -> list[Any]:
     used = [r for r in runs if r.usable]
     dead = mean_of((r.final or {}).get("dead_frac") for r in used)
     zero = mean_of((r.final or {}).get("zero_frac") for r in used)
-    diverged = sum(r.status == "diverged" for r in runs)
+    diverged = sum(r.diverged for r in runs)
     return [label + (f" ({diverged} diverged)" if diverged else ""), r0.d_model, r0.d_ff, f"{r0.ffn_params:,}",
             f"{r0.total_params:,}", fmt_mean_std(loss), fmt_ci(loss), fmt_mean_std(bpb, 3), fmt_ci(bpb, 3), loss.n,
             fmt(mean_of(r.tokens_per_s for r in used), ",.0f"), fmt(mean_of(r.mfu for r in used), ".1%"),
@@ -153,7 +155,8 @@ def claims_section(results: list[ClaimResult]) -> list[str]:
     lines = ["## Claims", "",
              "Verdicts follow the stated rule of each claim; the effect is shown with its 95% interval. A verdict "
              "with fewer than two seeds is at most inconclusive. Trained effects are in nats/token of final "
-             "validation loss.", ""]
+             "validation loss unless they name another unit (bits per byte: bpb). The Method section above states "
+             "the noise model, the lr protocols and the multiplicity policy.", ""]
     lines += markdown_table(["claim", "verdict", "effect (95% CI)", "n seeds", "rule"],
                    ([r.claim.id, f"**{r.verdict.verdict}**", r.effect or r.verdict.reason,
                      fmt(r.n, "d"), r.claim.rule] for r in results))
@@ -161,8 +164,10 @@ def claims_section(results: list[ClaimResult]) -> list[str]:
         c = r.claim
         lines += ["", f"### {c.id}: {c.statement}", "",
                   f"*Source:* {c.source} · *kind:* {c.kind} · *runs:* {c.needs}", "",
-                  f"**Verdict: {r.verdict.verdict}** — {r.verdict.reason}", "",
-                  f"**Effect:** {r.effect or 'n/a'}" + ("" if r.n is None else f" (n = {r.n} seeds)"), "",
+                  f"**Verdict: {r.verdict.verdict}** — {r.verdict.reason}", ""]
+        if len(r.parts) > 1:  # each part's own verdict (after the multiplicity correction), then the conjunction
+            lines += ["**Parts:**", "", *(f"- {label}: *{v.verdict}* — {v.reason}" for label, v in r.parts), ""]
+        lines += [f"**Effect:** {r.effect or 'n/a'}" + ("" if r.n is None else f" (n = {r.n} seeds)"), "",
                   f"**Rule:** {c.rule}.", "", f"**Why:** {c.why}", ""]
         if r.details:
             lines += ["**Numbers:**", "", *r.details, ""]

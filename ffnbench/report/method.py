@@ -1,0 +1,95 @@
+"""REPORT.md's "Method" section: how every verdict was reached — each claim's rule (from the registry), the
+noise model, the lr protocol that decided each verdict, the multiplicity policy, what is too small to be a
+finding, and how far the runs' training length is from compute-optimal."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from ffnbench import stats
+from ffnbench.claims import ClaimResult, Run
+
+# Reruns of the published quick sweep on a second machine of the same kind (2-core AMD EPYC, torch 2.13.0+cpu)
+# gave final losses up to this far from experiments/cpu-quick/results.jsonl; one machine repeats bit for bit.
+CROSS_MACHINE_NATS = 0.009
+COMPUTE_OPTIMAL_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022 ("Chinchilla"): about 20 training tokens per parameter
+LR_PROTOCOL = "lr protocol: "  # how a claim's evidence lines record the lr protocol of a comparison
+DECIDES = "← decides the verdict"  # how they mark the comparison that decided
+
+
+def lr_protocols(details: Iterable[str]) -> list[str]:
+    """The lr protocols a claim's evidence records: those of the comparisons marked as deciding (their
+    indented sub-items), or every one recorded when none is marked; in order, once each."""
+    lines = list(details)
+    deciding = [i for i, line in enumerate(lines) if DECIDES in line]
+    picked = []
+    for i in deciding:
+        for sub in lines[i + 1:]:
+            if not sub.startswith("  "):
+                break
+            picked.append(sub)
+    found = [line.split(LR_PROTOCOL, 1)[1].strip() for line in (picked if deciding else lines) if LR_PROTOCOL in line]
+    return list(dict.fromkeys(found))
+
+
+def tokens_per_param(runs: Iterable[Run]) -> list[float]:
+    """Training tokens per parameter (all parameters, embeddings included) of each run that records both."""
+    out = []
+    for r in runs:
+        tokens = r.result.tokens
+        if tokens and r.total_params:
+            out.append(tokens / r.total_params)
+    return out
+
+
+def training_length_line(runs: Iterable[Run]) -> str:
+    """Tokens per parameter of the runs against the compute-optimal ~20, and how far short they are."""
+    ratios = tokens_per_param(runs)
+    if not ratios:
+        return "- **Training length:** no run records its tokens and parameters."
+    mid, low, high = statistics.median(ratios), min(ratios), max(ratios)
+    spread = f"{mid:.2g}" if low == high else f"median {mid:.2g} (range {low:.2g}–{high:.2g})"
+    target = COMPUTE_OPTIMAL_TOKENS_PER_PARAM
+    verdict = (f"{target / mid:.0f}× short of it" if mid < target else "at or beyond it")
+    return (f"- **Training length:** the runs trained {spread} tokens per parameter (all parameters), against the "
+            f"~{target} of compute-optimal training (Hoffmann et al. 2022): {verdict}. Rankings of FFN variants can "
+            "change with training length, so the trained verdicts hold for runs this short; each deciding "
+            "comparison says whether its sign holds along the second half of the validation curve.")
+
+
+def noise_line(runs: list[Run]) -> str:
+    """The noise model, and how many runs recorded the per-window validation losses it needs."""
+    with_windows = sum(bool(r.result.val_windows) for r in runs)
+    windows = (f"{with_windows} of the {len(runs)} runs here recorded them" if runs else "no runs here")
+    return ("- **Noise model:** seed-to-seed variance — comparisons are paired by seed (the same seed gives every FFN "
+            "the same data order and non-FFN initialisation), intervals are two-sided 95% Student-t over the per-seed "
+            "values (Welch where no seed is shared); fewer than two seeds, or the same value at every seed, give no "
+            "interval and at most *inconclusive*. Validation-set noise — the validation set is one fixed sample; where "
+            "the runs recorded their final validation loss per window, the interval is a hierarchical bootstrap over "
+            "seeds and validation windows (`stats.hierarchical_bootstrap`, C7), and the effect says which interval "
+            f"was used ({windows}); elsewhere the intervals cover seed-to-seed variation only.")
+
+
+def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
+    """The Method section's markdown lines."""
+    protocols = []
+    for r in results:
+        if r.claim.kind == "trained":
+            found = lr_protocols(r.details)
+            protocols.append(f"{r.claim.id}: {'; '.join(found) if found else 'no lr protocol recorded'}")
+    lines = ["## Method", "",
+             "- **Verdicts:** each claim has a rule that can come out *supported*, *contradicted* or *inconclusive*; "
+             "an interval that lies strictly on one side of a threshold decides, one that touches or contains it is "
+             "inconclusive. A claim made of parts is their conjunction.",
+             noise_line(runs),
+             f"- **Multiplicity:** {stats.MULTIPLICITY}: a part's decision stands only if it survives Holm's "
+             "step-down procedure over the parts that carry a p-value (exact and analytic parts are not corrected).",
+             "- **Learning rate (protocol per verdict):** " + ("; ".join(protocols) or "no trained claim") + ".",
+             f"- **Reproducibility:** two runs on one machine agree bit for bit, not across machines: a difference "
+             f"smaller than the cross-machine spread (up to {CROSS_MACHINE_NATS:g} nats measured on the quick sweep "
+             "between two machines of the same kind) is not a finding.",
+             training_length_line(runs),
+             "", "Each claim's rule, as the registry states it:", ""]
+    lines += [f"- **{r.claim.id}** ({r.claim.kind}): {r.claim.rule}." for r in results]
+    return [*lines, ""]
