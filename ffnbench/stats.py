@@ -186,14 +186,18 @@ def hierarchical_bootstrap(diffs: Mapping[int, Sequence[float]], n_boot: int = 2
         seed: seed of the numpy Generator; the result is a deterministic function of it.
         confidence: coverage of the two-sided percentile interval.
 
-    Each replicate resamples the seeds with replacement, then the windows within each chosen seed, and
-    averages (every seed weighs the same). The interval is the percentile interval of the replicate means
+    Each replicate resamples the seeds with replacement and the windows with replacement, and averages (every
+    seed weighs the same). Every run is scored on the same validation windows, so seeds and windows are crossed:
+    one window draw serves every chosen seed of a replicate (independent draws per seed would average a window's
+    shared effect away). Seeds with different window counts fall back to independent draws per seed.
+    The interval is the percentile interval of the replicate means
     (inverted-CDF quantiles, so "the interval lies above t" is exactly "fewer than 2.5% of replicates are
     ≤ t", which keeps verdict p-values consistent with it); p_value is twice the smaller tail share at 0.
     Fewer than two seeds, or replicates that are all equal (identical seeds, no window noise), give no
     interval. Caveat: with 2–3 seeds the seed level has very few distinct resamples and a percentile
-    bootstrap covers less than its nominal 95% (it lacks the t distribution's heavy tails); it adds the
-    window noise, it does not replace the small-sample caution of the t interval over seed means.
+    bootstrap covers less than its nominal 95% (it lacks the t distribution's heavy tails), so the result is
+    the wider of the two: when the t interval over the seed means is wider, it is returned (its p-value from the
+    t distribution) — the bootstrap may only widen an interval, never narrow it.
     """
     if n_boot < 2:
         raise ValueError(f"hierarchical_bootstrap: n_boot={n_boot} is too few; use at least 2 (default 2000)")
@@ -209,18 +213,38 @@ def hierarchical_bootstrap(diffs: Mapping[int, Sequence[float]], n_boot: int = 2
         return Paired(n, mean, None, None, None, None, seeds, "bootstrap")
     rng = np.random.default_rng(seed)
     pick = rng.integers(0, n, size=(n_boot, n))
-    level = np.empty((n_boot, n))
-    for j, w in enumerate(windows):
-        chosen = pick == j
-        level[chosen] = _window_means(rng, w, int(chosen.sum()))
+    if len({len(w) for w in windows}) == 1:
+        level = _crossed_means(rng, np.stack(windows), pick)
+    else:
+        level = np.empty((n_boot, n))
+        for j, w in enumerate(windows):
+            chosen = pick == j
+            level[chosen] = _window_means(rng, w, int(chosen.sum()))
     boot = np.sort(level.mean(axis=1))
     std = float(means.std(ddof=1))
     if _flat(float(boot[-1] - boot[0]), mean):
         return Paired(n, mean, std, None, None, None, seeds, "bootstrap")
     low, high = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2], method="inverted_cdf")
+    t = one_sample(dict(zip(seeds, means.tolist())))
+    if t.has_ci and t.ci_high - t.ci_low >= high - low:  # few seeds: the t interval is the honest (wider) one
+        return Paired(n, mean, std, t.ci_low, t.ci_high, t.p_value, seeds, "bootstrap", se=t.se, df=t.df)
     p = min(1.0, 2 * min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))))
     return Paired(n, mean, std, float(low), float(high), p, seeds, "bootstrap", se=float(boot.std(ddof=1)),
                   boot=tuple(boot.tolist()))
+
+
+def _crossed_means(rng: np.random.Generator, windows: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """Replicate × chosen-seed means when every seed has the same windows (`windows`: seeds × windows): each
+    replicate draws ONE set of window indices and applies it to all of its chosen seeds."""
+    n_boot, n = pick.shape
+    out = np.empty((n_boot, n))
+    rows = max(1, _BOOT_CHUNK // (windows.shape[0] * windows.shape[1]))
+    for i in range(0, n_boot, rows):
+        b = min(rows, n_boot - i)
+        idx = rng.integers(0, windows.shape[1], size=(b, windows.shape[1]))
+        per_seed = windows[:, idx].mean(axis=2)  # seeds × b: every seed under the replicate's window draw
+        out[i:i + b] = per_seed[pick[i:i + b], np.arange(b)[:, None]]
+    return out
 
 
 # ---- rates (e.g. divergence) with an exact test ----------------------------------------------------------

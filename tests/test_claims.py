@@ -209,6 +209,17 @@ def test_best_lr_skips_an_lr_where_a_seed_diverged():
     assert best_lr(only_dirty) == 3e-2  # no clean lr: the smaller share of divergences (1 of 2 vs 2 of 3)
 
 
+def test_best_lr_counts_one_outcome_per_seed():
+    """Failed records and a second run of a seed do not dilute an lr's divergences: 1 of 3 seeds diverged at
+    both lrs, so the lower loss wins, whatever else was recorded at the worse lr."""
+    worse = [make_record("swiglu", 0, 3.2, lr=3e-3), make_record("swiglu", 1, 3.2, lr=3e-3),
+             make_record("swiglu", 2, None, lr=3e-3, status="diverged"),
+             *[make_record("swiglu", s, None, lr=3e-3, status="failed") for s in (3, 4, 5)]]
+    better = [make_record("swiglu", 0, 3.0, lr=1e-3), make_record("swiglu", 1, 3.0, lr=1e-3),
+              make_record("swiglu", 2, None, lr=1e-3, status="diverged")]
+    assert best_lr([Run.from_record(r) for r in worse + better]) == 1e-3
+
+
 def _with_curve(record: dict, gaps: tuple[float, ...]) -> dict:
     """The record's curve replaced by six checkpoints whose last five sit `gaps` above its final loss."""
     final = record["metrics"]["final_val_loss"]

@@ -220,8 +220,8 @@ def best_lr(runs: list[Run]) -> float:
     (an lr where any seed diverged cannot beat a clean one), then the lowest mean final loss over its
     finished runs, then the smaller lr."""
     def rank(lr: float) -> tuple:
-        at = [r for r in runs if r.lr == lr]
-        return (sum(r.diverged for r in at) / len(at), summary_of(at).mean, lr)
+        at = list(outcomes_by_seed(r for r in runs if r.lr == lr).values())  # one outcome per seed: failed,
+        return (sum(r.diverged for r in at) / len(at), summary_of(at).mean, lr)  # running or extra runs don't dilute
 
     return min({r.lr for r in runs if r.usable}, key=rank)
 

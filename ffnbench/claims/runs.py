@@ -194,6 +194,6 @@ def per_seed_mean(runs: Iterable[Run], value: Callable[[Run], float | None]) -> 
     groups: dict[int, list[float]] = defaultdict(list)
     for r in runs:
         v = value(r)
-        if v is not None and r.status == "finished":
+        if v is not None and r.usable:
             groups[r.seed].append(v)
     return {s: sum(vs) / len(vs) for s, vs in groups.items()}

@@ -73,7 +73,7 @@ def _readings(init: tuple[dict, dict], final: tuple[dict, dict], final_label: st
 def c5(obs: Observations) -> Evidence:
     ev = Evidence()
     at_init, after = stat_of("init", "zero_frac"), stat_of("final", "zero_frac")
-    measured = [r for r in obs.runs if r.status == "finished" and at_init(r) is not None]
+    measured = [r for r in obs.runs if r.usable and at_init(r) is not None]
     if not {"relu", "gelu"} & {r.act for r in measured}:
         return ev
     # At init every run of a seed shares its weights (the lr acts later): one value per seed over all runs.
@@ -144,7 +144,7 @@ def judged_lr(runs: list[Run]) -> float | None:
     seeds diverged, the survivors would be a selected sample, so that lr is shown but not judged."""
     dead = stat_of("final", "dead_frac")
     whole = [lr for lr in {r.lr for r in runs}
-             if all(r.status == "finished" and dead(r) is not None for r in runs if r.lr == lr)]
+             if all(r.usable and dead(r) is not None for r in runs if r.lr == lr)]
     return max(whole, default=None)
 
 

@@ -80,7 +80,7 @@ def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
             protocols.append(f"{r.claim.id}: {'; '.join(found) if found else 'no lr protocol recorded'}")
     lines = ["## Method", "",
              "- **Verdicts:** each claim has a rule that can come out *supported*, *contradicted* or *inconclusive*; "
-             "an interval that lies strictly on one side of a threshold decides, one that touches or contains it is "
+             "an interval that lies strictly on one side of a threshold decides, one that contains it is "
              "inconclusive. A claim made of parts is their conjunction.",
              noise_line(runs),
              f"- **Multiplicity:** {stats.MULTIPLICITY}: a part's decision stands only if it survives Holm's "
