@@ -55,6 +55,11 @@ def summary_key(metric: str) -> str:
     return f"final/{metric.removeprefix('final_')}"
 
 
+
+def finite(x: Any) -> bool:
+    """A real number (not a bool) that is neither NaN nor infinite: what a record's numbers must be to count."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
 @dataclass
 class RunResult:
     """One run, as result.json holds it. Field order is the file's key order."""
@@ -118,10 +123,10 @@ class RunResult:
         from ffnbench.ffn import size_ffn
 
         flops = count_flops(model)
-        finite = [h for h in history if h["val_loss"] is not None and math.isfinite(h["val_loss"])]
+        scored = [h for h in history if finite(h["val_loss"])]
         final = history[-1] if history else None
         final_set = (final or {}).get("final") or final  # the large final set when there was one
-        best = min(finite, key=lambda h: h["val_loss"]) if finite else None
+        best = min(scored, key=lambda h: h["val_loss"]) if scored else None
         init = history[0] if history and history[0]["step"] == 0 else None
         params = count_params(model)
         return cls(
@@ -231,9 +236,7 @@ class RunResult:
     def metric(self, name: str) -> float | None:
         """A metric as a finite float, None when missing or non-finite."""
         value = (self.metrics or {}).get(name)
-        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-            return float(value)
-        return None
+        return float(value) if finite(value) else None
 
     def wandb_summary(self) -> dict[str, Any]:
         """What the run's W&B summary holds (from_wandb reads the same keys back)."""

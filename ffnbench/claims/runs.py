@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -10,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ffnbench import stats
-from ffnbench.result import RunResult
+from ffnbench.result import RunResult, finite
 from ffnbench.stats import Summary
 
 DEFAULT_MAX_MISMATCH = 0.02  # train.yaml's ffn.max_mismatch, for records that lack it
@@ -21,11 +20,6 @@ MODEL_FACTORS = ("name", "d_model", "n_layer", "n_head", "seq_len", "non_embeddi
 MODEL_DEFAULTS = {"ffn_init": "gpt2"}
 
 Setting = tuple[tuple[str, Any], ...]  # (("model.name", "small"), ...): hashable, in MODEL_FACTORS order
-
-
-def finite(x: Any) -> bool:
-    """A real number (not a bool) that is neither NaN nor infinite."""
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
 @dataclass(frozen=True, eq=False)  # a run is itself: compared and hashed by identity
