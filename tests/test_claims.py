@@ -43,6 +43,9 @@ def test_registry_covers_the_design_claims():
 def test_every_registered_claim_has_known_answers():
     assert set(KNOWN_ANSWERS) == set(CLAIM_IDS)
     assert all(KNOWN_ANSWERS[c.id] for c in CLAIMS)
+    for c in CLAIMS:  # every outcome a rule can give has its known answer (an exact rule cannot be inconclusive)
+        wanted = {"supported", "contradicted"} | ({"inconclusive"} if c.kind != "analytic" else set())
+        assert wanted <= {case.verdict for case in KNOWN_ANSWERS[c.id]}, c.id
 
 
 def _doc_sections() -> dict[str, str]:
