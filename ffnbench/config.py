@@ -47,6 +47,10 @@ NON_IDENTITY_KEYS = (
     "hydra",
 )
 
+# Keys added after records were written, and the value a record without one had (a run before lr tuning existed
+# was not a tuning run).
+IDENTITY_DEFAULTS = {"tuning": False}
+
 
 # The overrides a run's directory name leaves out: the FFN and the seed (the name's label says them) and
 # whatever does not change what a run computes (NON_IDENTITY_KEYS). Hydra reads this list through the
@@ -197,6 +201,23 @@ def model_config(cfg: DictConfig | Mapping, vocab_size: int) -> ModelConfig:
     return mcfg
 
 
+def reference_params(cfg: DictConfig | Mapping) -> int:
+    """The parameters a training budget in tokens per parameter (trainer.tokens_per_param) counts: the
+    non-embedding parameters of the model group with the textbook FFN (ungated, d_ff = 4·d_model, no bias),
+    or its fixed non-embedding budget (model.non_embedding_params). One count per model, not per variant, so
+    every FFN variant and width of a model trains the same tokens; non-embedding (Kaplan et al. 2020), so the
+    tokenizer's vocabulary does not change it. A GPU user who swaps the model group keeps the ratio."""
+    from ffnbench.accounting import count_params
+
+    m = cfg["model"]
+    target = _get(m, "non_embedding_params")
+    if target is not None:
+        return int(float(target))
+    ref = ModelConfig(vocab_size=1, seq_len=m["seq_len"], d_model=m["d_model"], n_layer=m["n_layer"],
+                      n_head=m["n_head"], attn_bias=bool(_get(m, "attn_bias", True)), ffn=FFNSpec("gelu", width=4))
+    return count_params(ref).non_embedding
+
+
 DEFAULT_MAX_BUDGET_MISMATCH = 0.02  # conf/model/*.yaml: max_budget_mismatch, for configs that lack it
 
 
@@ -325,7 +346,8 @@ class TrainerConfig:
     precision: str = "auto"
     compile: bool = False
     max_tokens: float | None = None  # the budget in tokens ...
-    max_steps: int | None = None  # ... or in optimizer steps (wins when set)
+    tokens_per_param: float | None = None  # ... or in tokens per reference parameter (wins over max_tokens) ...
+    max_steps: int | None = None  # ... or in optimizer steps (wins over both)
     val_every: int = 100
     ckpt_every: int = 100
     log_every: int = 10
@@ -346,6 +368,8 @@ class TrainerConfig:
         _flag("trainer.progress_bar", self.progress_bar)
         if self.max_steps is not None:
             _count("trainer.max_steps", self.max_steps)
+        elif self.tokens_per_param is not None:
+            _real("trainer.tokens_per_param", self.tokens_per_param, 0, low_open=True)
         elif self.max_tokens is None:
             raise ConfigError("trainer.max_tokens: no training budget; set trainer.max_tokens or trainer.max_steps")
         else:
@@ -356,10 +380,16 @@ class TrainerConfig:
             _real("trainer.peak_flops", self.peak_flops, 0, low_open=True,
                   fix=" (null = from the GPU table or measured)")
 
-    def total_steps(self, tokens_per_step: int) -> int:
-        """The run's length in optimizer steps (≥ 1): max_steps, or max_tokens in steps of `tokens_per_step`,
-        rounded up."""
-        return self.max_steps if self.max_steps else math.ceil(float(self.max_tokens) / tokens_per_step)
+    def total_steps(self, tokens_per_step: int, reference_params: int | None = None) -> int:
+        """The run's length in optimizer steps (≥ 1): max_steps, or the token budget (tokens_per_param ×
+        `reference_params`, see config.reference_params, else max_tokens) in steps of `tokens_per_step`, rounded up."""
+        if self.max_steps:
+            return self.max_steps
+        if self.tokens_per_param is not None:
+            if not reference_params:
+                raise ValueError("trainer.tokens_per_param needs the model's reference parameter count")
+            return max(1, math.ceil(float(self.tokens_per_param) * reference_params / tokens_per_step))
+        return math.ceil(float(self.max_tokens) / tokens_per_step)
 
 
 def trainer_config(node: Mapping | DictConfig) -> TrainerConfig:
@@ -398,11 +428,12 @@ def flatten(node: Mapping, prefix: str = "") -> dict[str, Any]:
 
 def identity_diff(a: Mapping, b: Mapping, ignore: Iterable[str] = NON_IDENTITY_KEYS) -> dict[str, tuple]:
     """Keys whose values differ between two resolved configs, ignoring the keys that don't change what a
-    run computes. {key: (a_value, b_value)}."""
+    run computes. {key: (a_value, b_value)}. A key missing from a record written before it existed counts as
+    the value it implicitly had then (IDENTITY_DEFAULTS)."""
     ignore = tuple(ignore)
 
     def keep(key: str) -> bool:
         return not any(key == k or key.startswith(k + ".") for k in ignore)
 
-    fa, fb = flatten(a), flatten(b)
+    fa, fb = {**IDENTITY_DEFAULTS, **flatten(a)}, {**IDENTITY_DEFAULTS, **flatten(b)}
     return {k: (fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if keep(k) and fa.get(k) != fb.get(k)}

@@ -28,6 +28,7 @@ from ffnbench.hardware import resolve_accelerator
 from ffnbench.records import SWEEP_MANIFEST, CorruptRecord, write_json_atomic
 from ffnbench.result import FINAL_STATUSES, RunResult
 from ffnbench.rundir import plan_run
+from ffnbench.tuning import TUNED, TuningRun, check_tuning, choose_lr, is_tuning, with_lr
 from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
 MAX_CPU_RUNS = 30  # more runs than this on a CPU needs CONFIRM=1: hours of work deserve a second look
@@ -70,7 +71,7 @@ def launcher_overrides(launcher: str | None) -> list[str]:
 class PlannedRun:
     overrides: list[str]
     run_dir: Path
-    action: str  # skip | resume | start | conflict
+    action: str  # skip | resume | start | conflict | wait (for the tuning runs that choose its lr)
     note: str = ""
 
 
@@ -82,7 +83,8 @@ def _is_sweep(override: str) -> bool:
 
 def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[PlannedRun], dict]:
     """Every run of the sweep, its directory, and what rerunning it would do. Composes exactly what
-    `python -m ffnbench.train -m experiment=EXP <args>` composes, job by job."""
+    `python -m ffnbench.train -m experiment=EXP <args>` composes, job by job; a job whose lr comes from its
+    tuning runs (`optim.lr: tuned`, see ffnbench.tuning) gets the lr they chose, or waits for them."""
     check_experiment(experiment)
     launcher_args = launcher_overrides(launcher)
     base = [f"experiment={experiment}", *launcher_args]
@@ -90,15 +92,36 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
     sweeper = sweep_cfg.hydra.sweeper
     params = OmegaConf.to_container(sweeper.params) if sweeper.get("params") else None
     grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
-    runs = []
     jobs = expand_grids(params, grids, [f"experiment={experiment}", *args])
+    composed = _compose_jobs(jobs, launcher_args)
+    tuning_runs = [TuningRun(config, run_dir) for _, run_dir, config in composed if is_tuning(config)]
+    check_tuning([(config, run_dir.name) for _, run_dir, config in composed if not is_tuning(config)], tuning_runs)
+    runs: list[PlannedRun | None] = []
+    resolved: dict[int, list[str]] = {}  # position in `runs` → the job with its chosen lr
+    for job, run_dir, config in composed:
+        if config["optim"]["lr"] != TUNED:
+            runs.append(_classify(job, run_dir, config))
+            continue
+        choice = choose_lr(config, tuning_runs)
+        if choice.lr is None:
+            runs.append(PlannedRun(job, run_dir, "wait", f"lr: {choice.describe()}"))
+        else:
+            resolved[len(runs)] = with_lr(job, choice.lr)
+            runs.append(None)
+    for i, (job, run_dir, config) in zip(resolved, _compose_jobs(list(resolved.values()), launcher_args)):
+        runs[i] = _classify(job, run_dir, config)
+    return [r for r in runs if r is not None], sweep_cfg
+
+
+def _compose_jobs(jobs: list[list[str]], launcher_args: list[str]) -> list[tuple[list[str], Path, dict]]:
+    """(job, run directory, resolved config) for each job, composed as Hydra's multirun composes it."""
+    out = []
     for job, cfg in zip(jobs, compose_many([[*job, *launcher_args] for job in jobs], return_hydra_config=True)):
         run_dir = Path(cfg.hydra.sweep.dir) / str(cfg.hydra.sweep.subdir)
         with open_dict(cfg):
             del cfg["hydra"]  # runtime-only keys (output_dir) cannot be resolved outside a running job
-        config = to_container(cfg)
-        runs.append(_classify(job, run_dir, config))
-    return runs, sweep_cfg
+        out.append((job, run_dir, to_container(cfg)))
+    return out
 
 
 def _classify(job: list[str], run_dir: Path, config: dict) -> PlannedRun:
@@ -173,6 +196,18 @@ def print_outcome(runs: list[PlannedRun], console: Console) -> dict[str, int]:
     return counts
 
 
+def _launch(command: list[str], todo: list[PlannedRun], sweep_dir: Path, console: Console) -> None:
+    """Hydra's multirun over exactly the planned jobs (the sweeper's jobs_file), through the chosen launcher."""
+    jobs_file = sweep_dir / f".jobs-{os.getpid()}.json"
+    write_json_atomic(jobs_file, [r.overrides for r in todo])
+    try:
+        proc = subprocess.run([*command, f"hydra.sweeper.jobs_file={jobs_file.resolve()}"])
+    finally:
+        jobs_file.unlink(missing_ok=True)
+    if proc.returncode != 0:
+        console.print(f"[red]the sweep's training process exited with status {proc.returncode}[/red]")
+
+
 @user_errors_exit
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="ffnbench sweep", description=__doc__.split("\n\n")[0])
@@ -188,9 +223,10 @@ def main(argv: list[str] | None = None) -> None:
     started = time.time()
 
     runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides)
-    counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict")}
+    counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict", "wait")}
     console.print(f"[bold]{ns.experiment}[/bold]: {len(runs)} runs: {counts['skip']} skipped (already done), "
-                  f"{counts['resume']} resumed, {counts['start']} started")
+                  f"{counts['resume']} resumed, {counts['start']} started"
+                  + (f", {counts['wait']} after the lr-tuning stage" if counts["wait"] else ""))
     if ns.dry_run:
         for r in runs:
             console.print(f"  {r.action:<8} {r.run_dir}  {' '.join(r.overrides)}  {r.note}")
@@ -200,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
     sweep_dir = Path(sweep_cfg.hydra.sweep.dir)
     command = [sys.executable, "-m", "ffnbench.train", "-m", f"experiment={ns.experiment}",
                *launcher_overrides(ns.launcher), *ns.overrides]
-    write_json_atomic(sweep_dir / SWEEP_MANIFEST, {
+    manifest = {
         "experiment": ns.experiment,
         "command": " ".join(["make sweep", f"EXP={ns.experiment}"]
                             + ([f"LAUNCHER={ns.launcher}"] if ns.launcher else [])
@@ -208,12 +244,22 @@ def main(argv: list[str] | None = None) -> None:
         "train_command": " ".join(command[1:]),
         "runs": [str(r.run_dir) for r in runs],
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    })
-    if counts["start"] + counts["resume"]:
-        proc = subprocess.run(command)
-        if proc.returncode != 0:
-            console.print(f"[red]the sweep's training process exited with status {proc.returncode}[/red]")
-    else:
+    }
+    write_json_atomic(sweep_dir / SWEEP_MANIFEST, manifest)
+    launched = False
+    for stage in (1, 2):  # stage 2: the runs whose lr the tuning runs of stage 1 chose (ffnbench.tuning)
+        todo = [r for r in runs if r.action in ("start", "resume")]
+        if todo:
+            launched = True
+            if stage == 2:
+                console.print(f"lr-tuning stage done: {len(todo)} runs at their tuned lrs")
+            _launch(command, todo, sweep_dir, console)
+        if stage == 1 and any(r.action == "wait" for r in runs):
+            runs, _ = plan(ns.experiment, ns.launcher, ns.overrides)
+            write_json_atomic(sweep_dir / SWEEP_MANIFEST, {**manifest, "runs": [str(r.run_dir) for r in runs]})
+        else:
+            break
+    if not launched:
         console.print("nothing to train: every run is already done")
     statuses = print_outcome(runs, console)
     console.print(f"sweep wall time: {time.time() - started:.0f} s")

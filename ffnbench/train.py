@@ -25,6 +25,7 @@ from ffnbench.config import (
     check_overrides,
     model_config,
     optim_config,
+    reference_params,
     run_seed,
     to_container,
     trainer_config,
@@ -82,7 +83,7 @@ def check_run(cfg: DictConfig) -> Run:
     check_windows(data.config, model.seq_len, world_size=hw.devices * trainer.num_nodes)  # the batch splits
     tokens_per_step = data.batch_size * model.seq_len
     return Run(config, run_dir, model, optim, trainer, hw, data, tokens_per_step,
-               trainer.total_steps(tokens_per_step), seed)
+               trainer.total_steps(tokens_per_step, reference_params(cfg)), seed)
 
 
 def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> RunResult:

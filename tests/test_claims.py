@@ -18,7 +18,7 @@ from fixtures.report.synthetic import make_record, sweep_records
 
 from ffnbench.claims import CLAIM_IDS, CLAIMS, Claim, Evidence, Run, evaluate, linear_collapse_error, registry
 from ffnbench.claims.bias import bias_free_key
-from ffnbench.claims.pairing import FRESH_SEEDS, act_is, best_lr, compare_sides, matched_key
+from ffnbench.claims.pairing import BOOTSTRAP, FRESH_SEEDS, act_is, best_lr, compare_sides, matched_key
 from ffnbench.result import RunResult
 from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
 
@@ -262,3 +262,66 @@ def test_the_lr_protocol_of_every_comparison_is_shown():
     details = verdicts(lr_grid())["C4"].details
     assert details.count("  - lr protocol: one lr") == 2
     assert details.count("  - lr protocol: each at its best lr, chosen on the same seeds — optimistic") == 1
+
+
+def _with_windows(record: dict, per_window: list[float]) -> dict:
+    """The record with its final validation loss recorded per window (centred on its final loss)."""
+    loss = record["metrics"]["final_val_loss"]
+    shift = loss - sum(per_window) / len(per_window)
+    return {**record, "val_windows": [w + shift for w in per_window]}
+
+
+def test_validation_window_noise_widens_every_paired_comparison():
+    """Seed differences of 0.050-0.052 alone decide; add window noise of SD 0.3 over 64 shared windows (a
+    standard error near 0.04) and the same comparison is inconclusive, with its noise model named."""
+    rng = __import__("numpy").random.default_rng(0)
+    noise = rng.normal(0, 0.3, 64).tolist()  # the same windows for every seed: their effect does not average away
+    gelu = losses("gelu", 3.00)
+    relu = [_with_windows(r, noise) for r in losses("relu", 3.05, wiggle=(0.0, 0.001, 0.002))]
+    gelu_w = [_with_windows(r, [0.0] * 64) for r in gelu]
+    plain = compare_sides([Run.from_record(r) for r in gelu + losses("relu", 3.05, wiggle=(0.0, 0.001, 0.002))],
+                          act_is("gelu"), act_is("relu"), matched_key, ("gelu", "relu"))[0]
+    noisy = compare_sides([Run.from_record(r) for r in gelu_w + relu], act_is("gelu"), act_is("relu"),
+                          matched_key, ("gelu", "relu"))[0]
+    assert plain.noise.startswith("t interval over seeds") and plain.verdict().verdict == SUPPORTED
+    assert noisy.noise == BOOTSTRAP and noisy.verdict().verdict == INCONCLUSIVE
+    assert noisy.diff.mean == pytest.approx(plain.diff.mean)
+    assert "  - noise: hierarchical bootstrap over seeds and validation windows" in noisy.evidence("relu − gelu")
+
+
+def test_a_difference_below_the_cross_machine_spread_is_flagged_as_no_finding():
+    comp = compare_sides([Run.from_record(r) for r in losses("gelu", 3.00) + losses("relu", 3.004)],
+                         act_is("gelu"), act_is("relu"), matched_key, ("gelu", "relu"))[0]
+    assert any("below the cross-machine spread of identical runs (0.009 nats): not a finding" in line
+               for line in comp.evidence("relu − gelu"))
+
+
+def test_c1_judges_each_width_at_the_lr_its_own_tuning_runs_chose():
+    """At a fixed budget each width has tuning runs (seeds 7, 8) at two lrs; the judged runs (seeds 0-2) at each
+    width's chosen lr make one series in which 4× is best. At a single shared lr (0.003) 4× would lose to 8×."""
+    n = {"non_embedding_params": 20000}
+    tuning = [make_record("gelu", s, loss, width=w, lr=lr, config={"tuning": True}, **n)
+              for s in (7, 8) for w, best in ((2, 3e-3), (4, 1e-2), (8, 3e-3))
+              for lr, loss in ((3e-3, 3.0 if lr_is(best, 3e-3) else 3.2), (1e-2, 3.0 if lr_is(best, 1e-2) else 3.2))]
+    judged = (losses("gelu", 3.10, width=2, lr=3e-3, **n) + losses("gelu", 3.00, width=4, lr=1e-2, **n)
+              + losses("gelu", 3.08, width=8, lr=3e-3, wiggle=(0.001, 0.0, 0.002), **n)
+              + losses("gelu", 3.20, width=4, lr=3e-3, **n))  # 4× at an lr its tuning did not choose: not judged
+    result = verdicts(tuning + judged)["C1"]
+    fixed = [p for p in result.verdict.reason.split("; ") if "fixed budget" in p]
+    assert "each width at its tuned lr (2×: 0.003, 4×: 0.01, 8×: 0.003)" in "\n".join(result.details)
+    assert "  - lr protocol: lr tuned on tuning seeds, judged on fresh seeds" in result.details
+    assert "loss(8×) − loss(4×) = +0.08" in result.effect, (fixed, result.effect)
+
+
+def lr_is(a: float, b: float) -> bool:
+    return math.isclose(a, b)
+
+
+def test_tuning_runs_are_judged_by_no_statistic():
+    """A relu tuning run with 0.99 zeros after training changes neither C5's trained reading nor C6's table."""
+    judged = [make_record(act, s, 3.0, zero_final=0.5 + 0.001 * s if act == "relu" else 0.0) for s in (0, 1, 2)
+              for act in ("relu", "gelu")]
+    odd = [make_record("relu", 9, 3.0, lr=lr, zero_final=0.99, dead=0.9, config={"tuning": True})
+           for lr in (3e-3, 3e-2)]
+    assert verdicts(judged)["C5"].effect == verdicts(judged + odd)["C5"].effect
+    assert verdicts(judged)["C6"].details == verdicts(judged + odd)["C6"].details

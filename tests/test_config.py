@@ -1,5 +1,7 @@
 """Config → objects: the FFN sizing default, run names, identity diffs, one-line composition errors."""
 
+import math
+
 import pytest
 
 from ffnbench.config import (
@@ -197,3 +199,25 @@ def test_ffn_init_is_part_of_a_runs_identity_and_name():
     assert identity_diff({"model": {"max_budget_mismatch": 0.02}}, {"model": {"max_budget_mismatch": 0.05}}) == {}
     with pytest.raises(ConfigError, match="^model.ffn_init: expected gpt2 or matched, got 'xavier'"):
         model_config(compose(["model.ffn_init=xavier"]), 256)
+
+
+def test_a_budget_in_tokens_per_parameter_counts_the_textbook_model_for_every_variant():
+    """d=64, 4 layers: attention 4·64²+4·64, a 4·d GELU FFN 2·64·256, two LayerNorms 4·64 per block, a final one."""
+    from ffnbench.config import reference_params, trainer_config
+
+    expected = 4 * (4 * 64 * 64 + 4 * 64 + 2 * 64 * 256 + 4 * 64) + 2 * 64
+    for variant in (["ffn=gelu"], ["ffn=swiglu"], ["ffn=relu", "ffn.width=8"], ["ffn=gelu", "ffn.bias=true"]):
+        cfg = compose(["model=tiny", "model.d_model=64", "trainer.tokens_per_param=5", *variant])
+        assert reference_params(cfg) == expected, variant
+        assert trainer_config(cfg.trainer).total_steps(2048, expected) == math.ceil(5 * expected / 2048)
+    fixed = compose(["model=tiny", "model.non_embedding_params=2e5", "ffn.width=8"])
+    assert reference_params(fixed) == 200_000
+    steps = compose(["trainer.tokens_per_param=5", "trainer.max_steps=7"])
+    assert trainer_config(steps.trainer).total_steps(2048, expected) == 7  # max_steps wins
+
+
+def test_a_non_positive_tokens_per_parameter_is_refused():
+    from ffnbench.config import trainer_config
+
+    with pytest.raises(ConfigError, match="trainer.tokens_per_param"):
+        trainer_config(compose(["trainer.tokens_per_param=0"]).trainer)

@@ -31,7 +31,12 @@ EXPECTED_RUNS = {  # the grids of conf/experiment/*.yaml, counted by hand
     "lr": 3 * 4,
     "scale": 3 * 3 * 2,
     "full": 10 * 3 + 2 * 3 * 3 + 2 * 4 * 3 + 5 * 3 * 3 + 3 * 3 + 2 * 2 * 3 + 3 * 3,
+    # tuning (3 lrs × seeds 100, 101) + judged seeds, per arm: headline, bias, widths at fixed d, widths at a fixed
+    # budget, the C6 lr grid (judged only), depth 8, matched init, d_model 32
+    "cpu_claims": (8 * 6 + 8 * 6) + (6 + 6) + (3 * 6 + 3 * 5) + (4 * 6 + 4 * 5) + 2 * 4 * 3 + (2 * 6 + 2 * 5)
+                  + (4 * 6 + 4 * 5) + (4 * 6 + 4 * 5),
 }
+BIG = ("full", "cpu_claims")  # expanded, not composed job by job (hundreds of runs: slow)
 
 
 def micro_args(tmp: Path) -> list[str]:
@@ -45,7 +50,7 @@ def micro_args(tmp: Path) -> list[str]:
 def test_every_experiment_is_listed_and_expands_to_its_grid():
     assert set(sweep.experiments()) == set(EXPECTED_RUNS)
     for name, expected in EXPECTED_RUNS.items():
-        if name == "full":  # the union of the others: expanded, not composed job by job (147 runs, slow)
+        if name in BIG:
             cfg = compose([f"experiment={name}"], return_hydra_config=True)
             grids = OmegaConf.to_container(cfg.hydra.sweeper.grids)
             assert len(expand_grids(None, grids, [f"experiment={name}"])) == expected
@@ -156,6 +161,29 @@ def test_a_killed_sweep_resumes_and_loses_nothing(tmp_path):
     assert resumed["steps"] == 200 and [c["step"] for c in resumed["curve"]] == [0, 50, 100, 150, 200]
 
 
+def test_a_two_stage_sweep_tunes_each_variant_then_judges_it_on_fresh_seeds_at_its_lr(tmp_path):
+    grids = ("hydra.sweeper.grids=[{ffn: 'relu,gelu', optim.lr: '1e-3,3e-2', seed: 100, tuning: true}, "
+             "{ffn: 'relu,gelu', optim.lr: tuned, seed: '0,1'}]")
+    args = ["linear", "--", *micro_args(tmp_path), "hydra.sweeper.params=null", grids]
+    out = run_sweep(*args, tmp=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "8 runs: 0 skipped (already done), 0 resumed, 4 started, 4 after the lr-tuning stage" in out.stdout
+    assert "lr-tuning stage done: 4 runs at their tuned lrs" in out.stdout
+    done = list(results(tmp_path, "linear").values())
+    assert len(done) == 8 and {r["status"] for r in done} == {"finished"}
+    for act in ("relu", "gelu"):
+        tuning = [r for r in done if r["config"]["ffn"]["act"] == act and r["config"]["tuning"]]
+        loss = {r["config"]["optim"]["lr"]: r["metrics"]["final_val_loss"] for r in tuning}
+        judged = [r for r in done if r["config"]["ffn"]["act"] == act and not r["config"]["tuning"]]
+        assert sorted(r["seed"] for r in judged) == [0, 1]
+        assert {r["config"]["optim"]["lr"] for r in judged} == {min(loss, key=loss.get)}
+    assert "lr tuned on tuning seeds, judged on fresh seeds" in (tmp_path / "runs" / "linear" / "REPORT.md").read_text()
+
+    again = run_sweep(*args, tmp=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "8 runs: 8 skipped (already done), 0 resumed, 0 started" in again.stdout
+
+
 def test_submitit_local_launches_and_collects(tmp_path):
     out = run_sweep("linear", "--launcher", "submitit_local", "--", *micro_args(tmp_path), "seed=0",
                     "ffn=gelu,swiglu", "hydra.launcher.timeout_min=10", tmp=tmp_path)
@@ -218,7 +246,7 @@ def test_a_run_dir_holding_another_config_stops_the_sweep_before_it_starts(tmp_p
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("experiment", sorted(set(EXPECTED_RUNS) - {"quick", "full"}))
+@pytest.mark.parametrize("experiment", sorted(set(EXPECTED_RUNS) - {"quick", *BIG}))
 def test_every_claim_experiment_runs_with_micro_overrides(experiment, tmp_path):
     out = run_sweep(experiment, "--", *micro_args(tmp_path), "seed=0", tmp=tmp_path, timeout=1800)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

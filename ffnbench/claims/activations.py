@@ -26,7 +26,7 @@ def comparison_claim(obs: Observations, a: str, b: str, what: str) -> tuple[Evid
     (rule: supported if its 95% CI lies above 0, contradicted if below 0, after the budget-match check and
     the divergence rule of pairing.Comparison); each comparison's lr protocol and sign along the curve are
     shown."""
-    comps = compare_sides(obs.runs, act_is(a), act_is(b), matched_key, (a, b))
+    comps = compare_sides(obs.with_tuning, act_is(a), act_is(b), matched_key, (a, b))
     best = primary(comps, obs.base_setting)
     ev = Evidence()
     if best is None:
@@ -35,7 +35,33 @@ def comparison_claim(obs: Observations, a: str, b: str, what: str) -> tuple[Evid
     ev.effect = f"{what} = {fmt_interval(best.diff)}"
     ev.n = best.n
     ev.details = [line for c in comps for line in c.evidence(what, c is best)]
+    ev.details += init_sensitivity(comps, best, what)
     return ev, best
+
+
+def init_sensitivity(comps: list[Comparison], best: Comparison, what: str) -> list[str]:
+    """Whether the deciding comparison's ranking survives the other FFN initialisation (model.ffn_init: GPT-2
+    init gives the variants output scales ~10× apart at init, `matched` equalises them): the same comparison
+    with only ffn_init changed, and whether its interval agrees in sign. Evidence only: it does not decide."""
+    init = best.key.factor("model.ffn_init")
+    rest = without_factor(best.key, "model.ffn_init")
+    others = [c for c in comps if c.key.factor("model.ffn_init") != init
+              and without_factor(c.key, "model.ffn_init") == rest and c.best_lr == best.best_lr]
+    if not others:
+        return []
+    other = max(others, key=lambda c: c.n)
+    d, o = best.diff, other.diff
+    if not o.has_ci or not d.has_ci:
+        outcome = "undecided (no interval on one side)"
+    elif (o.ci_low > 0 and d.ci_low > 0) or (o.ci_high < 0 and d.ci_high < 0):
+        outcome = "survives (both intervals exclude 0 with the same sign)"
+    elif (o.ci_low > 0 and d.ci_high < 0) or (o.ci_high < 0 and d.ci_low > 0):
+        outcome = "reverses (the intervals exclude 0 with opposite signs)"
+    else:
+        outcome = "is not settled (an interval contains 0)"
+    return [f"- init sensitivity: {what} under model.ffn_init={other.key.factor('model.ffn_init')} "
+            f"({other.lr}) = {fmt_interval(o)} (n = {o.n}) against {fmt_interval(d)} under {init}: the ranking "
+            f"{outcome}"]
 
 
 def c3(obs: Observations) -> Evidence:
@@ -78,7 +104,7 @@ def c4(obs: Observations) -> Evidence:
 
 
 def c8(obs: Observations) -> Evidence:
-    comps = compare_sides(obs.runs, act_is("swish"), act_is("relu"), matched_key, ("swish", "relu"))
+    comps = compare_sides(obs.with_tuning, act_is("swish"), act_is("relu"), matched_key, ("swish", "relu"))
     ev = Evidence()
     if not comps:
         return ev

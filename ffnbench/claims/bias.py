@@ -17,8 +17,8 @@ import numpy as np
 from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval
-from ffnbench.claims.pairing import Comparison, PairKey, compare_sides, primary
-from ffnbench.claims.runs import Run, by_seed, run_by_seed
+from ffnbench.claims.pairing import Comparison, PairKey, compare_sides, paired_difference, primary, window_losses
+from ffnbench.claims.runs import Run
 from ffnbench.stats import Paired
 
 # Bits per byte: a cost below this is "can be dropped". It is the former 0.01 nats/token at the byte tokenizer
@@ -26,8 +26,6 @@ from ffnbench.stats import Paired
 # quick sweep's ~3 bpb; and it stays above the cross-machine spread of identical runs (up to 0.009 nats/byte =
 # 0.013 bpb, README), below which a difference is not a finding at all.
 BIAS_MARGIN_BPB = 0.015
-BOOTSTRAP = "hierarchical bootstrap over seeds and validation windows"
-T_OVER_SEEDS = "t interval over seeds (no per-window validation losses recorded: validation-set noise not included)"
 
 
 def bias_free_key(r: Run) -> PairKey | None:
@@ -46,34 +44,21 @@ def window_bpb(r: Run) -> np.ndarray | None:
     """The run's final validation loss per window in bits per byte, or None when it did not record them.
     A run converts nats/token to bits/byte with one factor (its tokens' mean bytes), so each window scales by
     final_val_bpb / final_val_loss."""
-    windows = r.result.val_windows
-    if not windows or r.loss is None or r.bpb is None or not r.loss:
+    windows = window_losses(r)
+    if windows is None or r.bpb is None or not r.loss:
         return None
-    values = np.asarray(windows, dtype=float)
-    return values * (r.bpb / r.loss) if np.isfinite(values).all() else None
+    return windows * (r.bpb / r.loss)
 
 
 def bpb_cost(c: Comparison) -> tuple[Paired, str]:
-    """bpb(no bias) − bpb(bias) over the seeds where both finished, and the noise model of its interval: the
-    hierarchical bootstrap when every paired run recorded the same validation windows, else the t interval
-    over seeds (Welch when the sides share fewer than two seeds, as stats.compare)."""
-    def bpb(r: Run) -> float | None:
-        return r.bpb
-
-    a = run_by_seed(c.a_runs, lambda r: r.usable and r.bpb is not None)
-    b = run_by_seed(c.b_runs, lambda r: r.usable and r.bpb is not None)
-    seeds = sorted(set(a) & set(b))
-    windows = {s: (window_bpb(a[s]), window_bpb(b[s])) for s in seeds}
-    paired_windows = len(seeds) >= 2 and all(wa is not None and wb is not None and len(wa) == len(wb)
-                                             for wa, wb in windows.values())
-    if paired_windows:
-        return stats.hierarchical_bootstrap({s: wb - wa for s, (wa, wb) in windows.items()}), BOOTSTRAP
-    return stats.compare(by_seed(c.a_runs, bpb), by_seed(c.b_runs, bpb)), T_OVER_SEEDS
+    """bpb(no bias) − bpb(bias) over the seeds where both finished, and the noise model of its interval
+    (pairing.paired_difference, in bits per byte)."""
+    return paired_difference(c.a_runs, c.b_runs, lambda r: r.bpb, window_bpb)
 
 
 def c7(obs: Observations) -> Evidence:
     ev = Evidence()
-    comps = compare_sides(obs.runs, lambda r: r.bias, lambda r: not r.bias, bias_free_key, ("bias", "no bias"))
+    comps = compare_sides(obs.with_tuning, lambda r: r.bias, lambda r: not r.bias, bias_free_key, ("bias", "no bias"))
     for act in sorted({c.key.act for c in comps}):
         mine = [c for c in comps if c.key.act == act]
         best = primary(mine, obs.base_setting)

@@ -4,7 +4,7 @@ a verdict under the uniform rules."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -18,11 +18,24 @@ KINDS = ("analytic", "trained", "benchmark")
 
 @dataclass(frozen=True)
 class Observations:
-    """What the claims are judged on: the sweep's finished and diverged runs (the loss statistics use the
-    finished ones) and the alignment benchmark files found for C9."""
+    """What the claims are judged on: the sweep's judged runs, finished and diverged (the loss statistics use
+    the finished ones), its lr-tuning runs (ffnbench.tuning: they only choose lrs, in compare_sides) and the
+    alignment benchmark files found for C9."""
 
     runs: tuple[Run, ...]
     bench_files: tuple[Path, ...] = ()
+    tuning: tuple[Run, ...] = ()
+
+    @classmethod
+    def of(cls, runs: Iterable[Run], bench_files: Iterable[Path] = ()) -> Observations:
+        runs = tuple(runs)
+        return cls(tuple(r for r in runs if r.role != "tuning"), tuple(bench_files),
+                   tuple(r for r in runs if r.role == "tuning"))
+
+    @property
+    def with_tuning(self) -> tuple[Run, ...]:
+        """The judged runs and the tuning runs that choose their lrs: what compare_sides takes."""
+        return (*self.runs, *self.tuning)
 
     @cached_property
     def base_setting(self) -> Setting | None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import numpy as np
+
 from ffnbench import stats
 from ffnbench.claims.formatting import fmt_interval
 from ffnbench.claims.runs import (
@@ -26,6 +28,35 @@ from ffnbench.claims.runs import (
     summary_of,
 )
 from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Paired, Verdict
+
+BOOTSTRAP = "hierarchical bootstrap over seeds and validation windows"
+T_OVER_SEEDS = "t interval over seeds (no per-window validation losses recorded: validation-set noise not included)"
+
+
+def window_losses(r: Run) -> np.ndarray | None:
+    """The run's final validation loss per window (nats/token), or None when it did not record them all finite."""
+    windows = r.result.val_windows
+    if not windows or r.loss is None:
+        return None
+    values = np.asarray(windows, dtype=float)
+    return values if np.isfinite(values).all() else None
+
+
+def paired_difference(a_runs: Iterable[Run], b_runs: Iterable[Run],
+                      value: Callable[[Run], float | None] = lambda r: r.loss,
+                      windows: Callable[[Run], np.ndarray | None] = window_losses) -> tuple[Paired, str]:
+    """b − a of `value` over the seeds where both finished, and the noise model of its interval: a hierarchical
+    bootstrap over seeds and validation windows (stats.hierarchical_bootstrap) when every paired run recorded
+    the same validation windows (`windows`, in the unit of `value`), else the t interval over seeds (Welch when
+    the sides share fewer than two seeds, as stats.compare)."""
+    a_runs, b_runs = list(a_runs), list(b_runs)
+    a = run_by_seed(a_runs, lambda r: r.usable and value(r) is not None)
+    b = run_by_seed(b_runs, lambda r: r.usable and value(r) is not None)
+    seeds = sorted(set(a) & set(b))
+    pairs = {s: (windows(a[s]), windows(b[s])) for s in seeds}
+    if len(seeds) >= 2 and all(wa is not None and wb is not None and len(wa) == len(wb) for wa, wb in pairs.values()):
+        return stats.hierarchical_bootstrap({s: wb - wa for s, (wa, wb) in pairs.items()}), BOOTSTRAP
+    return stats.compare(by_seed(a_runs, value), by_seed(b_runs, value)), T_OVER_SEEDS
 
 
 @dataclass(frozen=True)
@@ -70,6 +101,9 @@ def act_is(name: str) -> Callable[[Run], bool]:
     return lambda r: r.act == name
 
 
+# Reruns of the published quick sweep on a second machine of the same kind (2-core AMD EPYC, torch 2.13.0+cpu)
+# gave final losses up to this far from experiments/cpu-quick/results.jsonl; one machine repeats bit for bit.
+CROSS_MACHINE_NATS = 0.009
 ONE_LR = "one lr"
 SAME_SEEDS = "each at its best lr, chosen on the same seeds — optimistic"
 FRESH_SEEDS = "lr tuned on tuning seeds, judged on fresh seeds"
@@ -132,9 +166,19 @@ class Comparison:
     protocol: str = ONE_LR  # how the lr of each side was chosen: ONE_LR, SAME_SEEDS or FRESH_SEEDS
 
     @cached_property
+    def _difference(self) -> tuple[Paired, str]:
+        return paired_difference(self.a_runs, self.b_runs)
+
+    @property
     def diff(self) -> Paired:
-        """b − a over the seeds where both finished (what decides when the sides diverged alike)."""
-        return stats.compare(by_seed(self.a_runs), by_seed(self.b_runs))
+        """b − a over the seeds where both finished (what decides when the sides diverged alike), with both
+        sources of noise in its interval where the runs recorded per-window validation losses (see `noise`)."""
+        return self._difference[0]
+
+    @property
+    def noise(self) -> str:
+        """The noise model of `diff`'s interval: BOOTSTRAP or T_OVER_SEEDS."""
+        return self._difference[1]
 
     @cached_property
     def divergence(self) -> Divergence:
@@ -212,7 +256,12 @@ class Comparison:
         sign = self.sign_along_curve()
         held = (f"sign holds at {sign[0]}/{sign[1]} checkpoints of the second half" if sign
                 else "sign along the curve: n/a (no paired, nonzero difference with shared checkpoints)")
-        return [self.line(what, deciding), f"  - lr protocol: {self.protocol}", f"  - {held}"]
+        lines = [self.line(what, deciding), f"  - lr protocol: {self.protocol}", f"  - {held}",
+                 f"  - noise: {self.noise}"]
+        if self.diff.mean is not None and abs(self.diff.mean) < CROSS_MACHINE_NATS:
+            lines.append(f"  - |difference| below the cross-machine spread of identical runs ({CROSS_MACHINE_NATS:g} "
+                         "nats): not a finding on its own")
+        return lines
 
 
 def best_lr(runs: list[Run]) -> float:

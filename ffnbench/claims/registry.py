@@ -220,5 +220,5 @@ def evaluate(runs: Iterable[Run], bench_files: Iterable[Path] | None = None) -> 
     """Every claim of the registry against these runs and the alignment benchmarks (those found under the
     repository and the working directory when `bench_files` is None)."""
     files = tuple(bench_files) if bench_files is not None else find_bench_files()
-    obs = Observations(tuple(runs), files)
+    obs = Observations.of(runs, files)
     return [evaluate_claim(c, obs) for c in CLAIMS]

@@ -4,15 +4,14 @@ non-embedding parameter budget, where a wider FFN costs d_model; the fixed-d_mod
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 from itertools import pairwise
 from typing import NamedTuple
 
 from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
-from ffnbench.claims.pairing import Comparison, PairKey
-from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, outcomes_by_seed, summary_of
+from ffnbench.claims.pairing import FRESH_SEEDS, ONE_LR, Comparison, PairKey, best_lr
+from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, group_by, outcomes_by_seed, summary_of
 from ffnbench.stats import INCONCLUSIVE, Verdict
 
 SWEET = 4.0  # the ratio the claim calls the sweet spot
@@ -20,21 +19,43 @@ NEIGHBOURS = (2.0, 8.0)  # the ratios it must beat at a fixed budget
 
 
 class Series(NamedTuple):
-    """Ungated runs of one activation that differ only in their width ratio."""
+    """Ungated runs of one activation that differ only in their width ratio (and, when `lr` is None, in the lr
+    each width's tuning runs chose for it)."""
 
     setting: Setting
     bias: bool
     multiple_of: int
-    lr: float
+    lr: float | None  # None: each width at its own tuned lr (ffnbench.tuning)
 
 
-def _width_series(runs: Iterable[Run], act: str, fixed_budget: bool) -> dict[Series, dict[float, list[Run]]]:
-    """Ungated runs of one activation by series, then by width ratio."""
+def _width_series(obs: Observations, act: str, fixed_budget: bool) -> dict[Series, dict[float, list[Run]]]:
+    """Ungated runs of one activation by series, then by width ratio. A width with tuning runs joins the
+    tuned series (lr None) with its judged runs at the lr those chose (pairing.best_lr); the others join the
+    series of their lr."""
+    def mine(r: Run) -> bool:
+        return r.act == act and not r.gated and bool(r.factor("model.non_embedding_params")) == fixed_budget
+
+    def width_key(r: Run) -> tuple:
+        return (r.setting, r.bias, r.multiple_of, r.ratio)
+
+    tuning = group_by((r for r in obs.tuning if mine(r)), width_key)
+    chosen = {k: best_lr(runs) for k, runs in tuning.items() if any(r.usable for r in runs)}
     series: dict[Series, dict[float, list[Run]]] = defaultdict(lambda: defaultdict(list))
-    for r in runs:
-        if r.act == act and not r.gated and bool(r.factor("model.non_embedding_params")) == fixed_budget:
+    for r in obs.runs:
+        if not mine(r):
+            continue
+        if width_key(r) in chosen:
+            if r.lr == chosen[width_key(r)]:
+                series[Series(r.setting, r.bias, r.multiple_of, None)][r.ratio].append(r)
+        else:
             series[Series(r.setting, r.bias, r.multiple_of, r.lr)][r.ratio].append(r)
     return series
+
+
+def _lr_text(key: Series, ratios: dict[float, list[Run]]) -> str:
+    if key.lr is not None:
+        return f"lr {key.lr:g}"
+    return "each width at its tuned lr (" + ", ".join(f"{x:g}×: {ratios[x][0].lr:g}" for x in sorted(ratios)) + ")"
 
 
 def _series_table(act: str, ratios: dict[float, list[Run]]) -> list[str]:
@@ -69,8 +90,9 @@ def _fixed_budget(act: str, key: Series, ratios: dict[float, list[Run]], ev: Evi
     for other in sorted(ratios):
         if other == SWEET:
             continue
-        comp = Comparison(a=f"{act} {SWEET:g}×", b=f"{act} {other:g}×", key=pair_key, lr=f"lr {key.lr:g}",
-                          best_lr=False, a_runs=tuple(ratios[SWEET]), b_runs=tuple(ratios[other]))
+        comp = Comparison(a=f"{act} {SWEET:g}×", b=f"{act} {other:g}×", key=pair_key, lr=_lr_text(key, ratios),
+                          best_lr=key.lr is None, a_runs=tuple(ratios[SWEET]), b_runs=tuple(ratios[other]),
+                          protocol=ONE_LR if key.lr is not None else FRESH_SEEDS)
         what = f"{act}: loss({other:g}×) − loss({SWEET:g}×)"
         deciding = other in NEIGHBOURS
         if deciding:
@@ -86,19 +108,19 @@ def _largest(series: dict[Series, dict[float, list[Run]]], need: set[float], bas
     when `need` is empty), then the most ratios, then the sweep's common setting."""
     def rank(k: Series) -> tuple:
         seeds = min(len(outcomes_by_seed(series[k][r])) for r in (need or series[k]))
-        return (-seeds, -len(series[k]), k.setting != base, str(tuple(k)))
+        return (-seeds, -len(series[k]), k.lr is not None, k.setting != base, str(tuple(k)))
 
     return min((k for k, ratios in series.items() if need <= set(ratios)), key=rank, default=None)
 
 
 def _table(act: str, key: Series, ratios: dict[float, list[Run]]) -> list[str]:
-    return [f"\n{act}, {describe_setting(key.setting)}, lr {key.lr:g}:\n", *_series_table(act, ratios), ""]
+    return [f"\n{act}, {describe_setting(key.setting)}, {_lr_text(key, ratios)}:\n", *_series_table(act, ratios), ""]
 
 
 def _activation(obs: Observations, act: str, ev: Evidence) -> bool:
     """One activation's share of C1 (its fixed-budget parts, its fixed-d_model description); False when it
     has no width runs at all."""
-    fixed_d, fixed_b = (_width_series(obs.runs, act, fixed) for fixed in (False, True))
+    fixed_d, fixed_b = (_width_series(obs, act, fixed) for fixed in (False, True))
     if fixed_d:
         key = _largest(fixed_d, set(), obs.base_setting)
         ev.details += _table(act, key, fixed_d[key])

@@ -20,7 +20,8 @@ RESULTS_FILE = "results.jsonl"
 RUNS_ROOT = Path("runs")
 # The factors ffnbench studies: runs that differ only in these (and in where/how they were observed) can be
 # pooled into one report. Anything else (token budget, data, weight decay, ...) makes them incomparable.
-STUDIED = ("ffn", "seed", "optim.lr", *(f"model.{k}" for k in MODEL_FACTORS))
+# `tuning` is a run's role (ffnbench.tuning): an lr-tuning run is pooled with the runs it chose an lr for.
+STUDIED = ("ffn", "seed", "optim.lr", "tuning", *(f"model.{k}" for k in MODEL_FACTORS))
 POOLABLE = (*NON_IDENTITY_KEYS, "name", *STUDIED)
 
 
@@ -202,7 +203,7 @@ def check_poolable(runs: list[Run]) -> None:
                           for key, by_value in values.items())
     raise FFNBenchError(
         f"mixed configs: these runs differ in {', '.join(keys)}, not only in the factors ffnbench "
-        f"studies (ffn.*, seed, optim.lr, model size/depth) — {keys_text}. Their losses are not comparable; "
+        f"studies (ffn.*, seed, optim.lr, tuning, model size/depth) — {keys_text}. Their losses are not comparable; "
         "report each config's runs separately (one sweep directory each)"
     )
 

@@ -9,10 +9,8 @@ from collections.abc import Iterable
 
 from ffnbench import stats
 from ffnbench.claims import ClaimResult, Run
+from ffnbench.claims.pairing import CROSS_MACHINE_NATS
 
-# Reruns of the published quick sweep on a second machine of the same kind (2-core AMD EPYC, torch 2.13.0+cpu)
-# gave final losses up to this far from experiments/cpu-quick/results.jsonl; one machine repeats bit for bit.
-CROSS_MACHINE_NATS = 0.009
 COMPUTE_OPTIMAL_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022 ("Chinchilla"): about 20 training tokens per parameter
 LR_PROTOCOL = "lr protocol: "  # how a claim's evidence lines record the lr protocol of a comparison
 DECIDES = "← decides the verdict"  # how they mark the comparison that decided
@@ -65,10 +63,11 @@ def noise_line(runs: list[Run]) -> str:
     return ("- **Noise model:** seed-to-seed variance — comparisons are paired by seed (the same seed gives every FFN "
             "the same data order and non-FFN initialisation), intervals are two-sided 95% Student-t over the per-seed "
             "values (Welch where no seed is shared); fewer than two seeds, or the same value at every seed, give no "
-            "interval and at most *inconclusive*. Validation-set noise — the validation set is one fixed sample; where "
-            "the runs recorded their final validation loss per window, the interval is a hierarchical bootstrap over "
-            "seeds and validation windows (`stats.hierarchical_bootstrap`, C7), and the effect says which interval "
-            f"was used ({windows}); elsewhere the intervals cover seed-to-seed variation only.")
+            "interval and at most *inconclusive*. Validation-set noise — the validation set is one fixed sample; "
+            "where both runs of every paired seed recorded their final validation loss per window, a comparison's "
+            "interval is a hierarchical bootstrap over seeds and validation windows (`stats.hierarchical_bootstrap`, "
+            f"never narrower than the t interval over seeds), and each comparison says which interval it used "
+            f"({windows}); elsewhere the intervals cover seed-to-seed variation only.")
 
 
 def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:

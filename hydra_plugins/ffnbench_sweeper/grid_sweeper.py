@@ -5,12 +5,19 @@ experiment configs may give `hydra.sweeper.grids`, a list of grids; their runs a
 two grids share runs once. Command-line overrides apply to every grid and win over a grid's own value for the
 same key. Launchers are untouched: basic, joblib and submitit all receive the same job lists.
 
+`make sweep` plans before it launches (which runs are done, which wait for the lr-tuning stage, see
+ffnbench.tuning) and hands the sweeper the exact jobs to launch in `jobs_file`, a JSON list of override lists;
+without it (`python -m ffnbench.train -m experiment=...`) the grids are expanded here, and a judged job whose lr
+comes from tuning runs (`optim.lr=tuned`) is left to `make sweep`, which can resolve it.
+
 GridSweeper lives here because Hydra instantiates sweepers from the `hydra_plugins` namespace alone
 (conf/hydra/sweeper/ffnbench.yaml). `make sweep`'s planner (ffnbench.sweep) expands the grids with the same
 `expand_grids`, so its dry run lists exactly the runs Hydra will launch."""
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,13 +67,23 @@ class GridSweeper(BasicSweeper):
     """Hydra's basic sweeper over the union of `grids` (or the one grid `params`)."""
 
     def __init__(self, max_batch_size: int | None = None, params: Mapping | None = None,
-                 grids: Sequence[Mapping] | None = None):
+                 grids: Sequence[Mapping] | None = None, jobs_file: str | None = None):
         super().__init__(max_batch_size=max_batch_size, params=dict(params or {}))
         self.grids = [dict(g) for g in grids] if grids else None
+        self.jobs_file = jobs_file
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
-        jobs = expand_grids(self.params, self.grids, arguments, self.hydra_context.config_loader)
+        if self.jobs_file:
+            jobs = [list(job) for job in json.loads(Path(self.jobs_file).read_text())]
+        else:
+            jobs = expand_grids(self.params, self.grids, arguments, self.hydra_context.config_loader)
+            tuned = [job for job in jobs if "optim.lr=tuned" in job]
+            if tuned:
+                print(f"ffnbench: {len(tuned)} runs take their lr from tuning runs (optim.lr=tuned) and are not "
+                      "launched here: `make sweep` (python -m ffnbench.sweep) runs the tuning stage, then them",
+                      file=sys.stderr)
+                jobs = [job for job in jobs if job not in tuned]
         self.overrides = list(self.split_overrides_to_chunks(jobs, self.max_batch_size))
         sweep_dir = Path(self.config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)

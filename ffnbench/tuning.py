@@ -1,0 +1,106 @@
+"""The learning-rate tuning stage of a sweep: each variant judged at the lr it won on seeds of its own.
+
+A claim judged at one lr for every variant can be decided by which variant that lr happens to suit; one judged
+at each variant's best lr *on the seeds it is then judged on* is optimistic (the choice fits the noise of those
+seeds). So a preset may run two stages in one sweep:
+
+    grids:
+      - {ffn: "relu,gelu", optim.lr: "1e-3,2e-3,4e-3", seed: "100,101", tuning: true}  # stage 1: tuning runs
+      - {ffn: "relu,gelu", optim.lr: tuned, seed: "0,1,2,3,4"}                          # stage 2: judged runs
+
+A judged job with `optim.lr=tuned` gets the lr that `claims.pairing.best_lr` (the same rule the report uses)
+picks from the tuning runs of its own config — every key equal except the lr, the seed and the `tuning` flag
+(TUNING_FREE_KEYS) — once all of them have an outcome. `make sweep` runs stage 1, resolves, then runs stage 2;
+the report says which lr each variant used and why. Tuning runs are never judged (claims.runs.Run.role), and
+their seeds must differ from the judged runs' seeds: a fresh seed is the point."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ffnbench.config import NON_IDENTITY_KEYS, identity_diff
+from ffnbench.errors import ConfigError
+from ffnbench.records import CorruptRecord
+from ffnbench.result import FINAL_STATUSES, RunResult
+
+TUNED = "tuned"  # the value of optim.lr in a judged grid whose lr comes from its tuning runs
+TUNING_FREE_KEYS = ("optim.lr", "seed", "tuning")  # what tuning runs may differ in from the judged run they serve
+
+
+def with_lr(job: Sequence[str], lr: float) -> list[str]:
+    """The job with its `optim.lr=tuned` replaced by the chosen lr (repr: the exact float, as a run name says it)."""
+    return [*(o for o in job if not o.startswith("optim.lr=")), f"optim.lr={lr!r}"]
+
+
+def is_tuning(config: Mapping) -> bool:
+    return config.get("tuning") is True
+
+
+@dataclass(frozen=True)
+class TuningRun:
+    """A tuning job as the planner sees it: its resolved config and its directory."""
+
+    config: dict
+    run_dir: Path
+
+
+@dataclass(frozen=True)
+class LrChoice:
+    """The outcome of resolving one judged job's lr: `lr` None while some tuning run has no outcome yet."""
+
+    lr: float | None
+    runs: tuple[Path, ...]  # the tuning runs that decide it
+    waiting: int  # how many of them have no outcome (finished or diverged) yet
+
+    def describe(self) -> str:
+        if self.lr is None:
+            return f"waits for {self.waiting} of {len(self.runs)} tuning runs"
+        return f"lr {self.lr:g} chosen on {len(self.runs)} tuning runs"
+
+
+def tuning_group(config: Mapping, tuning: Sequence[TuningRun]) -> list[TuningRun]:
+    """The tuning runs that choose `config`'s lr: same config but for TUNING_FREE_KEYS."""
+    ignore = (*NON_IDENTITY_KEYS, *TUNING_FREE_KEYS)
+    return [t for t in tuning if not identity_diff(t.config, config, ignore=ignore)]
+
+
+def check_tuning(judged: Sequence[tuple[dict, str]], tuning: Sequence[TuningRun]) -> None:
+    """Refuse a preset whose stages cannot work: a judged job with `optim.lr=tuned` and no tuning runs of its
+    config, or tuning runs on a seed a run they serve is judged on. `judged`: (resolved config, label) pairs."""
+    for config, label in judged:
+        group = tuning_group(config, tuning)
+        if config["optim"]["lr"] == TUNED and not group:
+            raise ConfigError(f"{label}: optim.lr=tuned but no tuning run has its config (all but optim.lr, seed); "
+                              "add a grid with tuning: true and an optim.lr grid for it")
+        shared = sorted({int(config["seed"])} & {int(t.config["seed"]) for t in group})
+        if shared:
+            raise ConfigError(f"{label}: seed {shared[0]} is used by its tuning runs too; give the tuning grid "
+                              "seeds of its own (e.g. 100,101), so each variant is judged on fresh seeds")
+
+
+def choose_lr(config: Mapping, tuning: Sequence[TuningRun]) -> LrChoice:
+    """The lr for a judged job with `optim.lr=tuned`: claims.pairing.best_lr over its tuning group once every
+    run in it has an outcome; a group where no lr finished cannot choose (ConfigError names it)."""
+    from ffnbench.claims.pairing import best_lr
+    from ffnbench.claims.runs import Run
+
+    group = tuning_group(config, tuning)
+    runs, waiting = [], 0
+    for t in group:
+        try:
+            result = RunResult.read(t.run_dir)
+        except CorruptRecord:
+            result = None
+        if result is None or result.status not in FINAL_STATUSES:
+            waiting += 1
+        else:
+            runs.append(Run.from_result(result))
+    dirs = tuple(t.run_dir for t in group)
+    if waiting:
+        return LrChoice(None, dirs, waiting)
+    if not any(r.usable for r in runs):
+        raise ConfigError(f"every tuning run of {dirs[0].parent}/{dirs[0].name.rsplit('-s', 1)[0]}-* diverged: "
+                          "no lr to judge it at; add smaller lrs to its tuning grid")
+    return LrChoice(best_lr(runs), dirs, 0)
