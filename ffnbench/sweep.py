@@ -25,6 +25,7 @@ from ffnbench.cli import user_errors_exit
 from ffnbench.config import CONF_DIR, compose, compose_many, to_container
 from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.hardware import resolve_accelerator
+from ffnbench.progress import SWEEP_ENV, estimate, planned_flops
 from ffnbench.records import SWEEP_MANIFEST, CorruptRecord, write_json_atomic
 from ffnbench.result import FINAL_STATUSES, RunResult
 from ffnbench.rundir import plan_run
@@ -73,6 +74,7 @@ class PlannedRun:
     run_dir: Path
     action: str  # skip | resume | start | conflict | wait (for the tuning runs that choose its lr)
     note: str = ""
+    flops: float | None = None  # the training FLOPs its config asks for (progress.planned_flops)
 
 
 def _is_sweep(override: str) -> bool:
@@ -104,7 +106,7 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
             continue
         choice = choose_lr(config, tuning_runs)
         if choice.lr is None:
-            runs.append(PlannedRun(job, run_dir, "wait", f"lr: {choice.describe()}"))
+            runs.append(PlannedRun(job, run_dir, "wait", f"lr: {choice.describe()}", planned_flops(config)))
         else:
             resolved[len(runs)] = with_lr(job, choice.lr)
             runs.append(None)
@@ -131,11 +133,12 @@ def _classify(job: list[str], run_dir: Path, config: dict) -> PlannedRun:
     except RunDirError as e:
         return PlannedRun(job, run_dir, "conflict", str(e))
     status = run.previous.status if run.previous else ""
+    flops = planned_flops(config)
     if run.action == "skip":
-        return PlannedRun(job, run_dir, "skip", status)
+        return PlannedRun(job, run_dir, "skip", status, flops)
     if run.action == "resume":
-        return PlannedRun(job, run_dir, "resume", f"from step {run.resumed_from}")
-    return PlannedRun(job, run_dir, "start", status)
+        return PlannedRun(job, run_dir, "resume", f"from step {run.resumed_from}", flops)
+    return PlannedRun(job, run_dir, "start", status, flops)
 
 
 def _on_cpu(cfg) -> bool:
@@ -201,7 +204,8 @@ def _launch(command: list[str], todo: list[PlannedRun], sweep_dir: Path, console
     jobs_file = sweep_dir / f".jobs-{os.getpid()}.json"
     write_json_atomic(jobs_file, [r.overrides for r in todo])
     try:
-        proc = subprocess.run([*command, f"hydra.sweeper.jobs_file={jobs_file.resolve()}"])
+        proc = subprocess.run([*command, f"hydra.sweeper.jobs_file={jobs_file.resolve()}"],
+                              env={**os.environ, SWEEP_ENV: str(sweep_dir)})  # each run prints the progress line
     finally:
         jobs_file.unlink(missing_ok=True)
     if proc.returncode != 0:
@@ -243,9 +247,11 @@ def main(argv: list[str] | None = None) -> None:
                             + ([f'ARGS="{" ".join(ns.overrides)}"'] if ns.overrides else [])),
         "train_command": " ".join(command[1:]),
         "runs": [str(r.run_dir) for r in runs],
+        "flops": [r.flops for r in runs],
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     write_json_atomic(sweep_dir / SWEEP_MANIFEST, manifest)
+    console.print(estimate([(r.run_dir, r.flops) for r in runs]).line())
     launched = False
     for stage in (1, 2):  # stage 2: the runs whose lr the tuning runs of stage 1 chose (ffnbench.tuning)
         todo = [r for r in runs if r.action in ("start", "resume")]
@@ -256,7 +262,8 @@ def main(argv: list[str] | None = None) -> None:
             _launch(command, todo, sweep_dir, console)
         if stage == 1 and any(r.action == "wait" for r in runs):
             runs, _ = plan(ns.experiment, ns.launcher, ns.overrides)
-            write_json_atomic(sweep_dir / SWEEP_MANIFEST, {**manifest, "runs": [str(r.run_dir) for r in runs]})
+            write_json_atomic(sweep_dir / SWEEP_MANIFEST, {**manifest, "runs": [str(r.run_dir) for r in runs],
+                                                           "flops": [r.flops for r in runs]})
         else:
             break
     if not launched:

@@ -44,6 +44,7 @@ from ffnbench.hardware import (
 from ffnbench.loggers import finish_wandb, make_loggers, quiet_lightning, wandb_mode
 from ffnbench.model import ModelConfig
 from ffnbench.module import LMModule
+from ffnbench.progress import progress_line
 from ffnbench.records import RUN_CONFIG_FILE, write_json_atomic
 from ffnbench.result import RESULT_FILE, RunResult
 from ffnbench.rundir import RunPlan, last_checkpoint, plan_run, remove_failed_start, resolve_run_dir
@@ -98,6 +99,9 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> RunResu
     if plan.action == "skip":
         print(f"ffnbench: {run.run_dir.name}: already {plan.previous.status}, skipped ({run.run_dir / RESULT_FILE})")
         return plan.previous
+    progress = progress_line()
+    if progress:
+        print(f"ffnbench: {progress}", flush=True)
     share_cpu_threads(run.hw)
     L.seed_everything(run.seed, workers=True, verbose=False)
     run.data.prepare_data()

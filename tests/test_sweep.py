@@ -169,6 +169,8 @@ def test_a_two_stage_sweep_tunes_each_variant_then_judges_it_on_fresh_seeds_at_i
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "8 runs: 0 skipped (already done), 0 resumed, 4 started, 4 after the lr-tuning stage" in out.stdout
     assert "lr-tuning stage done: 4 runs at their tuned lrs" in out.stdout
+    assert "0 of 8 runs done; time left: unknown until a run of this sweep finishes here" in out.stdout
+    assert "sweep progress: 4 of 8 runs done; about" in out.stdout  # the first judged run, after the tuning stage
     done = list(results(tmp_path, "linear").values())
     assert len(done) == 8 and {r["status"] for r in done} == {"finished"}
     for act in ("relu", "gelu"):

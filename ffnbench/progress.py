@@ -1,0 +1,102 @@
+"""How long a sweep has left: each planned run's training FLOPs, known from its config before it runs, over the
+FLOP rate the sweep's own finished runs reached (their training FLOPs ÷ their wall time: this machine, under
+this load, validation and start-up included). `make sweep` prints it when it starts, and every run it launches
+prints it again when it starts (the progress line), so a campaign interrupted and resumed any number of times
+always says what is left."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ffnbench.records import SWEEP_MANIFEST, CorruptRecord, read_json
+from ffnbench.result import FINAL_STATUSES, RunResult
+
+SWEEP_ENV = "FFNBENCH_SWEEP"  # set by `make sweep` for the runs it launches: their sweep directory
+
+
+def planned_flops(config: Mapping) -> float | None:
+    """The training FLOPs a run's config asks for (forward + backward per token × tokens), or None when the
+    config cannot say (the run itself reports why)."""
+    from ffnbench.accounting import count_flops
+    from ffnbench.config import model_config, reference_params, trainer_config
+    from ffnbench.errors import ConfigError
+    from ffnbench.tokenizer import vocab_size_for
+
+    try:
+        model = model_config(config, vocab_size_for(config["data"]))
+        tokens_per_step = int(config["data"]["batch_size"]) * model.seq_len
+        steps = trainer_config(config["trainer"]).total_steps(tokens_per_step, reference_params(config))
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return None
+    return float(count_flops(model).training * steps * tokens_per_step)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    done: int  # runs with a final status (finished or diverged)
+    total: int
+    seconds_left: float | None  # None until a run has finished here
+    rate: float | None  # FLOP/s of the finished runs, wall time included
+    based_on: int  # how many finished runs the rate comes from
+
+    def line(self) -> str:
+        head = f"{self.done} of {self.total} runs done"
+        if self.done == self.total:
+            return head
+        if self.seconds_left is None:
+            return f"{head}; time left: unknown until a run of this sweep finishes here"
+        return (f"{head}; about {_duration(self.seconds_left)} left (at the {self.rate / 1e9:.3g} GFLOP/s of wall "
+                f"time its {self.based_on} finished run{'s' if self.based_on != 1 else ''} reached)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def estimate(runs: Sequence[tuple[Path, float | None]]) -> Estimate:
+    """`runs`: (run directory, planned FLOPs) of every run of the sweep. A run's FLOPs count as left until it
+    has a final status (a resumed run's done part is not subtracted: a slight overestimate)."""
+    done, left = 0, 0.0
+    flops_done = seconds_done = 0.0
+    based_on = 0
+    for run_dir, flops in runs:
+        try:
+            result = RunResult.read(run_dir)
+        except CorruptRecord:
+            result = None
+        if result is not None and result.status in FINAL_STATUSES:
+            done += 1
+            total, wall = (result.flops or {}).get("total_training"), result.wall_time_s
+            if result.status == "finished" and total and wall:
+                flops_done += float(total)
+                seconds_done += float(wall)
+                based_on += 1
+        elif flops:
+            left += flops
+    rate = flops_done / seconds_done if seconds_done else None
+    return Estimate(done, len(runs), left / rate if rate else None, rate, based_on)
+
+
+def manifest_runs(sweep_dir: Path) -> list[tuple[Path, float | None]]:
+    """(run directory, planned FLOPs) of every run the sweep's manifest lists."""
+    manifest = read_json(sweep_dir / SWEEP_MANIFEST)
+    flops = manifest.get("flops") or [None] * len(manifest["runs"])
+    return [(Path(d), f) for d, f in zip(manifest["runs"], flops)]
+
+
+def progress_line() -> str | None:
+    """The progress line of the sweep this process was launched by (SWEEP_ENV), or None outside a sweep."""
+    sweep_dir = os.environ.get(SWEEP_ENV)
+    if not sweep_dir:
+        return None
+    try:
+        return "sweep progress: " + estimate(manifest_runs(Path(sweep_dir))).line()
+    except (OSError, CorruptRecord, KeyError):
+        return None  # a missing or unreadable manifest costs the progress line, never the run

@@ -1,0 +1,59 @@
+"""A sweep's time left: each run's planned FLOPs from its config, over the FLOP rate the sweep's finished runs
+reached; the progress line a launched run prints."""
+
+import json
+
+from fixtures.report.synthetic import make_record
+
+from ffnbench.accounting import count_flops
+from ffnbench.config import compose, model_config, reference_params, to_container
+from ffnbench.progress import SWEEP_ENV, estimate, planned_flops, progress_line
+from ffnbench.records import SWEEP_MANIFEST
+from ffnbench.result import RESULT_FILE
+
+
+def test_planned_flops_are_flops_per_token_times_the_tokens_the_budget_gives():
+    config = to_container(compose(["model=micro", "data.batch_size=4", "trainer.tokens_per_param=3"]))
+    model = model_config(config, 256)
+    tokens_per_step = 4 * 32
+    steps = -(-3 * reference_params(config) // tokens_per_step)
+    assert planned_flops(config) == count_flops(model).training * steps * tokens_per_step
+    assert planned_flops({**config, "ffn": {"act": "nope"}}) is None  # the run itself reports a bad config
+
+
+def _finished(tmp_path, name, flops, wall, status="finished"):
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    record = make_record("gelu", status=status, loss=3.0 if status == "finished" else None)
+    record.update(flops={**record["flops"], "total_training": flops}, wall_time_s=wall)
+    (run_dir / RESULT_FILE).write_text(json.dumps(record))
+    return run_dir
+
+
+def test_time_left_is_the_flops_left_at_the_rate_the_finished_runs_reached(tmp_path):
+    runs = [(_finished(tmp_path, "a", 1e12, 100.0), 1e12), (_finished(tmp_path, "b", 3e12, 300.0), 3e12),
+            (_finished(tmp_path, "c", 5e12, 1.0, status="diverged"), 5e12),  # done, but no rate from it
+            (tmp_path / "d", 5e11), (tmp_path / "e", 2.5e12)]
+    est = estimate(runs)
+    assert (est.done, est.total, est.based_on, est.rate) == (3, 5, 2, 1e10)
+    assert est.seconds_left == 300.0
+    assert est.line() == "3 of 5 runs done; about 5 min left (at the 10 GFLOP/s of wall time its 2 finished runs reached)"
+
+
+def test_before_any_run_finishes_the_time_left_is_unknown(tmp_path):
+    est = estimate([(tmp_path / "a", 1e12)])
+    assert est.seconds_left is None
+    assert est.line() == "0 of 1 runs done; time left: unknown until a run of this sweep finishes here"
+
+
+def test_a_run_launched_by_a_sweep_prints_its_progress_line(tmp_path, monkeypatch):
+    done = _finished(tmp_path, "a", 1e12, 100.0)
+    (tmp_path / SWEEP_MANIFEST).write_text(json.dumps({"runs": [str(done), str(tmp_path / "b")],
+                                                       "flops": [1e12, 7.2e13]}))
+    monkeypatch.delenv(SWEEP_ENV, raising=False)
+    assert progress_line() is None
+    monkeypatch.setenv(SWEEP_ENV, str(tmp_path))
+    assert progress_line() == ("sweep progress: 1 of 2 runs done; about 2.0 h left (at the 10 GFLOP/s of wall time "
+                               "its 1 finished run reached)")
+    monkeypatch.setenv(SWEEP_ENV, str(tmp_path / "missing"))
+    assert progress_line() is None
