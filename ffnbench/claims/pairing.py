@@ -275,6 +275,18 @@ def best_lr(runs: list[Run]) -> float:
     return min({r.lr for r in runs if r.usable}, key=rank)
 
 
+def tuning_key(r: Run) -> tuple:
+    """What a run shares with the tuning runs that choose its lr (ffnbench.tuning): everything but the lr and seed."""
+    return (r.setting, r.act, r.sizing, r.ratio, r.bias, r.multiple_of)
+
+
+def chosen_lrs(tuning: Iterable[Run]) -> dict[tuple, float]:
+    """{tuning_key: the lr best_lr picks from those tuning runs} over the groups where some run finished — the
+    choice `make sweep` made for the judged runs with optim.lr=tuned (ffnbench.tuning.choose_lr)."""
+    groups = group_by((r for r in tuning if r.role == "tuning"), tuning_key)
+    return {k: best_lr(rs) for k, rs in groups.items() if any(r.usable for r in rs)}
+
+
 def _lrs(runs: list[Run]) -> tuple[set[float], set[float]]:
     """(lrs with a finished run, lrs with an outcome: finished or diverged)."""
     return {r.lr for r in runs if r.usable}, {r.lr for r in runs if r.usable or r.diverged}

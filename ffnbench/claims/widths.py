@@ -10,8 +10,8 @@ from typing import NamedTuple
 from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
-from ffnbench.claims.pairing import FRESH_SEEDS, ONE_LR, Comparison, PairKey, best_lr
-from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, group_by, outcomes_by_seed, summary_of
+from ffnbench.claims.pairing import FRESH_SEEDS, ONE_LR, Comparison, PairKey, chosen_lrs, tuning_key
+from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, outcomes_by_seed, summary_of
 from ffnbench.stats import INCONCLUSIVE, Verdict
 
 SWEET = 4.0  # the ratio the claim calls the sweet spot
@@ -35,17 +35,13 @@ def _width_series(obs: Observations, act: str, fixed_budget: bool) -> dict[Serie
     def mine(r: Run) -> bool:
         return r.act == act and not r.gated and bool(r.factor("model.non_embedding_params")) == fixed_budget
 
-    def width_key(r: Run) -> tuple:
-        return (r.setting, r.bias, r.multiple_of, r.ratio)
-
-    tuning = group_by((r for r in obs.tuning if mine(r)), width_key)
-    chosen = {k: best_lr(runs) for k, runs in tuning.items() if any(r.usable for r in runs)}
+    chosen = chosen_lrs(r for r in obs.tuning if mine(r))
     series: dict[Series, dict[float, list[Run]]] = defaultdict(lambda: defaultdict(list))
     for r in obs.runs:
         if not mine(r):
             continue
-        if width_key(r) in chosen:
-            if r.lr == chosen[width_key(r)]:
+        if tuning_key(r) in chosen:
+            if r.lr == chosen[tuning_key(r)]:
                 series[Series(r.setting, r.bias, r.multiple_of, None)][r.ratio].append(r)
         else:
             series[Series(r.setting, r.bias, r.multiple_of, r.lr)][r.ratio].append(r)

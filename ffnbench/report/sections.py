@@ -24,6 +24,7 @@ from ffnbench.claims import (
 from ffnbench.report.comparisons import comparisons, mean_of
 from ffnbench.report.figures import FIGURES_DIR
 from ffnbench.report.load import RESULTS_FILE, Loaded, Unused, first_line
+from ffnbench.report.lrs import lr_section
 from ffnbench.report.method import method_section
 from ffnbench.tables import fmt, markdown_table
 
@@ -42,6 +43,7 @@ def render(loaded: Loaded, results: list[ClaimResult], figures: list[tuple[str, 
     lines = [f"# ffnbench report: {title}", "", summary_paragraph(loaded, results), ""]
     lines += method_section(results, loaded.runs)
     lines += claims_section(results)
+    lines += lr_section(loaded.runs)
     lines += results_section(loaded.runs)
     lines += ["## Figures", ""]
     lines += [f"![{caption}]({FIGURES_DIR}/{name})\n\n*{caption}* (`{FIGURES_DIR}/{name}`)\n"
@@ -120,9 +122,10 @@ def power_line(diffs: list[stats.Paired]) -> str:
             f"{RESOLVE_EFFECT:g} nats: **{need}**" + (f" (capped at {stats.SEEDS_CAP})" if need.capped else "") + ".")
 
 
-def setting_title(setting: tuple, lr: float) -> str:
-    """A comparison's heading: its model setting and learning rate."""
-    return f"{describe_setting(setting)}, lr {lr:g}"
+def setting_title(setting: tuple, lr: float | None) -> str:
+    """A comparison's heading: its model setting and learning rate (None: each variant at its tuned lr)."""
+    return f"{describe_setting(setting)}, " + (f"lr {lr:g}" if lr is not None else
+                                                "each variant at the lr its tuning runs chose (see Learning rates)")
 
 
 def results_section(runs: list[Run]) -> list[str]:
@@ -135,7 +138,8 @@ def results_section(runs: list[Run]) -> list[str]:
         return [*lines, "No usable runs.", ""]
     for setting, lr, variants in comparisons(runs):
         lines += [f"### {setting_title(setting, lr)}", ""]
-        lines += markdown_table(VARIANT_HEADER, (variant_row(label, rs) for label, rs in variants.items()))
+        lines += markdown_table(VARIANT_HEADER, (variant_row(label if lr is not None else f"{label} (lr {rs[0].lr:g})",
+                                                             rs) for label, rs in variants.items()))
         if len(variants) > 1:
             ref = reference_label(variants)
             rows, diffs = paired_rows(variants, ref)
