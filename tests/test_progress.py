@@ -37,7 +37,8 @@ def test_time_left_is_the_flops_left_at_the_rate_the_finished_runs_reached(tmp_p
     est = estimate(runs)
     assert (est.done, est.total, est.based_on, est.rate) == (3, 5, 2, 1e10)
     assert est.seconds_left == 300.0
-    assert est.line() == "3 of 5 runs done; about 5 min left (at the 10 GFLOP/s of wall time its 2 finished runs reached)"
+    assert est.line() == ("3 of 5 runs done; about 5 min left (at the 10 GFLOP/s of wall time its 2 finished runs "
+                          "reached)")
 
 
 def test_before_any_run_finishes_the_time_left_is_unknown(tmp_path):

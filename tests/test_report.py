@@ -210,7 +210,7 @@ def test_tuned_variants_make_one_comparison_and_the_learning_rates_section_says_
     judged = ([make_record("relu", s, 3.1 + 0.001 * s, lr=3e-3) for s in (0, 1, 2)]
               + [make_record("gelu", s, 3.0 + 0.002 * s, lr=1e-3) for s in (0, 1, 2)])
     runs = [run_of(r) for r in tuning + judged]
-    (setting, lr, variants), = comparisons(runs)
+    (_, lr, variants), = comparisons(runs)
     assert lr is None and list(variants) == ["relu-b4-nobias", "gelu-b4-nobias"]
     assert {r.role for r in primary_runs(runs)} == {"judged"} and len(primary_runs(runs)) == 6
     text = report.write_report(write_sweep(tmp_path / "s", tuning + judged), bench_files=[]).read_text()
@@ -219,6 +219,6 @@ def test_tuned_variants_make_one_comparison_and_the_learning_rates_section_says_
     assert "| 0.001: 3.2075 ± 0.0007; 0.003: 3.1075 ± 0.0007; 0.01: 3.1575 ± 0.0007 | **0.003** |" in relu
     assert relu.endswith("| lowest mean final loss over tuning seeds 7, 8 |")
     gelu = next(line for line in section.splitlines() if line.startswith("| gelu-b4-nobias"))
-    assert "0.01: – (2 diverged)" in gelu  # a finished run without a loss counts as diverged and "| **0.001** |" in gelu
+    assert "0.01: – (2 diverged)" in gelu and "| **0.001** |" in gelu  # finished without a loss = diverged
     assert "lrs where a seed diverged rank last (0.01) — **at the lower edge of the grid**" in gelu
     assert "each variant at the lr its tuning runs chose" in text and "| relu-b4-nobias (lr 0.003) |" in text
