@@ -222,3 +222,24 @@ def test_tuned_variants_make_one_comparison_and_the_learning_rates_section_says_
     assert "0.01: – (2 diverged)" in gelu and "| **0.001** |" in gelu  # finished without a loss = diverged
     assert "lrs where a seed diverged rank last (0.01) — **at the lower edge of the grid**" in gelu
     assert "each variant at the lr its tuning runs chose" in text and "| relu-b4-nobias (lr 0.003) |" in text
+
+
+def test_cost_aware_views_read_each_pair_at_the_cheaper_runs_flops_and_time(tmp_path):
+    """swiglu's loss curve is 0.05 below gelu's at every token, but it costs 1.5x the FLOPs and runs at half the
+    speed: at equal FLOPs and at equal time it is read earlier on gelu's (steeper) curve."""
+    from ffnbench.report.costs import at_equal_cost, flops_axis, seconds_axis
+
+    def curved(act, seed, offset, flops, tps):
+        rec = make_record(act, seed, 3.0 + offset, tokens_per_s=tps)
+        rec["curve"] = [{"step": i, "tokens": t, "val_loss": 4.0 - t / 1000 + offset}
+                        for i, t in enumerate((0, 500, 1000))]
+        rec["flops"] = {**rec["flops"], "per_token_training": flops}
+        return run_of(rec)
+
+    gelu = [curved("gelu", s, 0.0, 100.0, 2000.0) for s in (0, 1, 2)]
+    swiglu = [curved("swiglu", s, -0.05 + 0.001 * s, 150.0, 1000.0) for s in (0, 1, 2)]
+    params, flops, time = (at_equal_cost(gelu, swiglu, axis) for axis in (None, flops_axis, seconds_axis))
+    assert params.mean == pytest.approx(-0.049)  # both at 1000 tokens
+    assert flops.mean == pytest.approx(-0.049 + (1000 - 1000 / 1.5) / 1000)  # gelu at 1000 vs swiglu at 667 tokens
+    assert time.mean == pytest.approx(-0.049 + 0.5)  # swiglu has had half gelu's tokens
+    assert flops.n == time.n == 3

@@ -53,3 +53,13 @@ def mean_of(values: Iterable[float | None]) -> float | None:
     """The mean of the values present; None when there is none."""
     xs = [v for v in values if v is not None]
     return sum(xs) / len(xs) if xs else None
+
+
+def reference_label(variants: dict[str, list[Run]]) -> str:
+    """The textbook FFN when present (GELU at 4×, no bias), else ReLU at 4×, else the variant with most runs."""
+    for act in ("gelu", "relu"):
+        for label, runs in variants.items():
+            r = runs[0]
+            if r.act == act and r.budget_ratio == 4 and not r.bias and r.multiple_of == 1:
+                return label
+    return max(variants, key=lambda k: (sum(r.usable for r in variants[k]), k))

@@ -21,7 +21,8 @@ from ffnbench.claims import (
     fmt_p,
     summary_of,
 )
-from ffnbench.report.comparisons import comparisons, mean_of
+from ffnbench.report.comparisons import comparisons, mean_of, reference_label
+from ffnbench.report.costs import costs_section
 from ffnbench.report.figures import FIGURES_DIR
 from ffnbench.report.load import RESULTS_FILE, Loaded, Unused, first_line
 from ffnbench.report.lrs import lr_section
@@ -45,6 +46,7 @@ def render(loaded: Loaded, results: list[ClaimResult], figures: list[tuple[str, 
     lines += claims_section(results)
     lines += lr_section(loaded.runs)
     lines += results_section(loaded.runs)
+    lines += costs_section(loaded.runs)
     lines += ["## Figures", ""]
     lines += [f"![{caption}]({FIGURES_DIR}/{name})\n\n*{caption}* (`{FIGURES_DIR}/{name}`)\n"
               for caption, name in figures]
@@ -77,16 +79,6 @@ def variant_row(label: str, runs: list[Run]) -> list[Any]:
 VARIANT_HEADER = ["variant", "d_model", "d_ff", "FFN params/layer", "total params", "val loss (nats, mean ± std)",
                   "95% CI", "BPB (mean ± std)", "BPB 95% CI", "n", "tokens/s", "MFU", "zero fraction", "dead units"]
 PAIRED_HEADER = ["variant", "Δ loss (nats)", "95% CI", "p", "n", "SD of Δ", "MDE", "seeds for 0.01"]
-
-
-def reference_label(variants: dict[str, list[Run]]) -> str:
-    """The textbook FFN when present (GELU at 4×, no bias), else ReLU at 4×, else the variant with most runs."""
-    for act in ("gelu", "relu"):
-        for label, runs in variants.items():
-            r = runs[0]
-            if r.act == act and r.budget_ratio == 4 and not r.bias and r.multiple_of == 1:
-                return label
-    return max(variants, key=lambda k: (sum(r.usable for r in variants[k]), k))
 
 
 def paired_rows(variants: dict[str, list[Run]], ref: str) -> tuple[list[list[Any]], list[stats.Paired]]:
