@@ -28,7 +28,7 @@ EXPECTED_RUNS = {  # the grids of conf/experiment/*.yaml, counted by hand
     "bias": 3 * 2 * 3,
     "depth": 2 * 2 * 3,
     "linear": 3 * 3,
-    "lr": 3 * 4,
+    "lr": 3 * 4 * 2 + 3 * 3,  # tuning stage (4 lrs × seeds 100, 101), then 3 judged seeds at the tuned lr
     "scale": 3 * 3 * 2,
     "full": 10 * 3 + 2 * 3 * 3 + 2 * 4 * 3 + 5 * 3 * 3 + 3 * 3 + 2 * 2 * 3 + 3 * 3,
     # tuning (3 lrs × seeds 100, 101) + judged seeds, per arm: headline, bias, widths at fixed d, widths at a fixed

@@ -99,7 +99,7 @@ def c4(obs: Observations) -> Evidence:
         ev.details += ["", f"Stability over the lr grid ({best.key.describe()}):", *lines]
         ev.parts.append(("stability", fewer_failures("gelu", *counts["gelu"], "relu", *counts["relu"], unit="runs")))
     else:
-        ev.details.append("- stability: no lr grid for both relu and gelu in this sweep (`make sweep EXP=lr`)")
+        ev.details.append("- stability: no lr grid for both relu and gelu in this sweep (`make sweep EXP=sparsity`)")
     return ev
 
 

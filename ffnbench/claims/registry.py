@@ -71,7 +71,7 @@ CLAIMS: tuple[Claim, ...] = (
         statement="GELU trains better and more stably than ReLU.",
         source="docs/claims.md §C4 (articles 002 §3.2, 003 §3)",
         kind="trained", experiment="activations",
-        needs="relu and gelu at a matched budget; an lr grid (`make sweep EXP=lr`) for the stability part",
+        needs="relu and gelu at a matched budget; an lr grid (`make sweep EXP=sparsity`) for the stability part",
         rule=f"Δ = loss(relu) − loss(gelu) at a matched budget, paired by seed, each at its best lr when both ran an "
              f"lr grid (an lr where a run diverged is never a best lr unless every lr has one); {_BETTER}; "
              f"{_DIVERGED}. Stability (lr grid only): diverged runs over the grid as rates, Fisher's exact test: "
