@@ -349,6 +349,20 @@ def seeds_needed(sd: float, effect: float = 0.01, alpha: float = 0.05, power: fl
     return SeedsNeeded(hi, False)
 
 
+def seeds_for_halfwidth(sd: float, halfwidth: float, confidence: float = CONFIDENCE,
+                        cap: int = SEEDS_CAP) -> SeedsNeeded:
+    """The smallest number of seeds (≥ 2) whose two-sided t interval of a mean, t(n−1)·sd/√n, is at most
+    ±`halfwidth` at this seed-to-seed SD, up to `cap` (the width falls with n: bisection)."""
+    width = lambda n: float(st.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+    if width(cap) > halfwidth:
+        return SeedsNeeded(cap, True)
+    lo, hi = 1, cap  # invariant: lo seeds give no (or too wide an) interval, hi seeds are narrow enough
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if width(mid) <= halfwidth else (mid, hi)
+    return SeedsNeeded(hi, False)
+
+
 # ---- verdicts ---------------------------------------------------------------------------------------------
 
 

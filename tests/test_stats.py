@@ -352,3 +352,17 @@ def test_bootstrap_draws_the_same_windows_for_every_seed():
     window_se = float(np.std(shared, ddof=1) / math.sqrt(1000))  # the shared windows' own sampling error
     assert boot.ci_high - boot.ci_low > 3.0 * window_se  # ≈ 2·1.96·se when the shared effect is kept
     assert stats.verdict_below(boot, 0.015).verdict == INCONCLUSIVE
+
+
+def test_seeds_for_a_target_interval_half_width_is_the_smallest_n_whose_t_interval_fits():
+    from scipy import stats as st
+
+    from ffnbench.stats import seeds_for_halfwidth
+
+    def half(n, sd):
+        return st.t.ppf(0.975, n - 1) * sd / n ** 0.5
+
+    need = seeds_for_halfwidth(0.02, 0.02)
+    assert half(need.n, 0.02) <= 0.02 < half(need.n - 1, 0.02) and not need.capped
+    assert need.n == 7  # t(6)·0.02/√7 = 0.0185; t(5)·0.02/√6 = 0.021
+    assert seeds_for_halfwidth(10.0, 0.02).capped

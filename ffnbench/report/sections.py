@@ -14,13 +14,13 @@ from ffnbench import stats
 from ffnbench.claims import (
     ClaimResult,
     Run,
-    by_seed,
     describe_setting,
     fmt_ci,
     fmt_mean_std,
     fmt_p,
     summary_of,
 )
+from ffnbench.claims.pairing import paired_difference
 from ffnbench.report.comparisons import comparisons, mean_of, reference_label
 from ffnbench.report.costs import costs_section
 from ffnbench.report.figures import FIGURES_DIR
@@ -30,6 +30,7 @@ from ffnbench.report.method import method_section
 from ffnbench.tables import fmt, markdown_table
 
 RESOLVE_EFFECT = 0.01  # nats: the difference the "seeds needed" column is sized for
+TARGET_HALFWIDTH = 0.02  # nats: the campaign's goal for a headline difference's 95% interval (± this)
 
 
 # ---- the whole document -----------------------------------------------------------------------------------
@@ -78,29 +79,34 @@ def variant_row(label: str, runs: list[Run]) -> list[Any]:
 
 VARIANT_HEADER = ["variant", "d_model", "d_ff", "FFN params/layer", "total params", "val loss (nats, mean ± std)",
                   "95% CI", "BPB (mean ± std)", "BPB 95% CI", "n", "tokens/s", "MFU", "zero fraction", "dead units"]
-PAIRED_HEADER = ["variant", "Δ loss (nats)", "95% CI", "p", "n", "SD of Δ", "MDE", "seeds for 0.01"]
+PAIRED_HEADER = ["variant", "Δ loss (nats)", "95% CI", "± (half-width)", "p", "n", "SD of Δ", "MDE", "seeds for 0.01",
+                 f"seeds for ±{TARGET_HALFWIDTH:g}"]
 
 
 def paired_rows(variants: dict[str, list[Run]], ref: str) -> tuple[list[list[Any]], list[stats.Paired]]:
-    """Each variant against the reference, paired by seed (Welch where no seed is shared): rows and differences."""
+    """Each variant against the reference, paired by seed with the claims' noise model (pairing.paired_difference:
+    the seed × validation-window bootstrap where recorded; Welch where no seed is shared): rows and differences."""
     rows, diffs = [], []
-    base = by_seed(variants[ref])
     for label, runs in variants.items():
         if label == ref:
             continue
-        d = stats.compare(base, by_seed(runs))
+        d, _ = paired_difference(variants[ref], runs)
         diffs.append(d)
-        mde = stats.minimal_detectable_effect(d.std, d.n) if d.std is not None and d.method == "paired" else None
-        need = stats.seeds_needed(d.std, RESOLVE_EFFECT) if d.std is not None and d.method == "paired" else None
+        seeded = d.std is not None and d.method != "welch"
+        mde = stats.minimal_detectable_effect(d.std, d.n) if seeded else None
+        need = stats.seeds_needed(d.std, RESOLVE_EFFECT) if seeded else None
+        narrow = stats.seeds_for_halfwidth(d.std, TARGET_HALFWIDTH) if seeded else None
         rows.append([label, fmt(d.mean, "+.4f"), fmt_ci(d, signed=True),
+                     fmt((d.ci_high - d.ci_low) / 2 if d.has_ci else None, ".4f"),
                      fmt_p(d.p_value), f"{d.n}{' (Welch)' if d.method == 'welch' else ''}",
-                     fmt(d.std, ".4f"), fmt(mde, ".4f"), need if need is not None else "n/a"])
+                     fmt(d.std, ".4f"), fmt(mde, ".4f"), need if need is not None else "n/a",
+                     narrow if narrow is not None else "n/a"])
     return rows, diffs
 
 
 def power_line(diffs: list[stats.Paired]) -> str:
     """The seed-to-seed noise of paired differences in this comparison, and what it lets us resolve."""
-    usable = [d for d in diffs if d.method == "paired" and d.std is not None and d.n >= 2]
+    usable = [d for d in diffs if d.method != "welch" and d.std is not None and d.n >= 2]
     if not usable:
         return ("Minimal detectable effect: n/a (fewer than 2 shared seeds; the seed variance is unknown). "
                 "Run more seeds to size the effects this sweep can resolve.")
