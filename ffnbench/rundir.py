@@ -11,7 +11,6 @@ only when there is one."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import json
@@ -155,19 +154,20 @@ class RunLock:
     """The lock a run holds on its directory for the whole of its training.
 
     Args:
-        run_dir: the run's directory; made when missing (and removed again on release if still empty).
+        run_dir: the run's directory; made when missing (and removed again on release, with the parents the lock
+            made, if still empty).
     """
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir)
         self.path = self.run_dir / RUN_LOCK
         self._fd: int | None = None
-        self._made_dir = False
+        self._made: list[Path] = []  # the directories the lock made, innermost first
 
     def acquire(self, retries: int = 5, wait_s: float = 0.2) -> Holder | None:
         """Take the lock: None when taken, else the process that holds it. A few tries, `wait_s` apart: the sweep
         planner's look (lock_holder) holds it for an instant."""
-        self._made_dir = not self.run_dir.exists()
+        self._made = [d for d in (self.run_dir, *self.run_dir.parents) if not d.exists()]
         self.run_dir.mkdir(parents=True, exist_ok=True)
         holder = None
         for _ in range(max(1, retries)):
@@ -207,9 +207,12 @@ class RunLock:
             finally:
                 os.close(self._fd)
                 self._fd = None
-        if self._made_dir:
-            with contextlib.suppress(OSError):
-                self.run_dir.rmdir()  # only when empty
+        for directory in self._made:
+            try:
+                directory.rmdir()  # only when empty: a run that wrote anything keeps its directory
+            except OSError:
+                break
+        self._made = []
 
 
 def _same_file(fd: int, path: Path) -> bool:

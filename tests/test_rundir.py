@@ -197,7 +197,7 @@ def test_a_lock_on_a_new_directory_leaves_nothing_behind(tmp_path):
     lock = RunLock(run_dir)
     assert lock.acquire() is None and run_dir.is_dir()
     lock.release()
-    assert not run_dir.exists() and (tmp_path / "runs").is_dir()  # only what the lock made is removed
+    assert not (tmp_path / "runs").exists() and tmp_path.is_dir()  # only what the lock made is removed
     kept = tmp_path / "kept"
     kept.mkdir()
     (kept / "result.json").write_text("{}")
