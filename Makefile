@@ -11,7 +11,7 @@ ARGS     ?=         # extra Hydra overrides for every run, e.g. ARGS="trainer.ma
 LAUNCHER ?=         # basic (default) | joblib | submitit_local | submitit_slurm
 SWEEP    ?=         # sweep directory for `make report` (default: the last sweep)
 
-.PHONY: help install lint test test-slow sweep report bench params data clean
+.PHONY: help install lint test test-slow sweep report bench gpu-check params data clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -40,6 +40,9 @@ report: $(STAMP) ## (re)build REPORT.md and figures for SWEEP (default: the last
 
 bench: $(STAMP) ## performance benchmarks, recorded as ratios under experiments/bench/
 	$(PY) -m ffnbench.bench
+
+gpu-check: $(STAMP) ## a GPU machine end to end (≤ ~8 min): compiled training, MFU, overhead, C9, DDP → experiments/bench/<gpu>/
+	$(PY) -m ffnbench.bench.gpucheck
 
 params: $(STAMP) ## the documents' FFN parameter/FLOP table (ARGS="model=tiny ffn=swiglu" for a config)
 	$(PY) -m ffnbench params $(ARGS)

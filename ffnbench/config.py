@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ffnbench.errors import ConfigError
 from ffnbench.ffn import FFNSpec, size_ffn
-from ffnbench.hardware import ACCELERATORS
+from ffnbench.hardware import ACCELERATORS, PRECISION_ALIASES
 from ffnbench.model import ModelConfig
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -40,7 +40,6 @@ NON_IDENTITY_KEYS = (
     "trainer.devices",
     "trainer.num_nodes",
     "trainer.strategy",
-    "trainer.accelerator",
     "trainer.peak_flops",
     "trainer.ckpt_every",
     "model.max_budget_mismatch",  # a bound that refuses a config; it changes nothing a run computes
@@ -48,16 +47,18 @@ NON_IDENTITY_KEYS = (
 )
 
 # Keys added after records were written, and the value a record without one had (a run before lr tuning existed
-# was not a tuning run).
-IDENTITY_DEFAULTS = {"tuning": False}
+# was not a tuning run; one before trainer.deterministic existed was not deterministic).
+IDENTITY_DEFAULTS = {"tuning": False, "trainer.deterministic": False}
 
 
 # The overrides a run's directory name leaves out: the FFN and the seed (the name's label says them) and
 # whatever does not change what a run computes (NON_IDENTITY_KEYS). Hydra reads this list through the
 # `name_exclude_keys` resolver (conf/train.yaml: hydra.job.config.override_dirname.exclude_keys).
 # trainer.compile stays in the name: it may resume an eager run, but asked for by name it is a run of its own.
+# trainer.accelerator is part of a run's identity (as resolved: HARDWARE_KEYS) but not of its name: `auto` and
+# what it resolves to name the same run, and a run of another device meets the directory and is refused there.
 NAME_EXCLUDE_KEYS = ("seed", "experiment", "ffn", "ffn.act", "ffn.width", "ffn.budget", "ffn.bias",
-                     "ffn.multiple_of", "ffn.approximate", "trainer",
+                     "ffn.multiple_of", "ffn.approximate", "trainer", "trainer.accelerator",
                      *(k for k in NON_IDENTITY_KEYS if k != "trainer.compile"))
 MAX_NAME_EXTRAS = 80  # longer override lists are replaced by a hash: file names have limits
 
@@ -79,6 +80,10 @@ def run_name(act, width, budget, bias, multiple_of, approximate, seed, override_
 
 
 def register_resolvers() -> None:
+    if not OmegaConf.has_resolver("visible_gpus"):  # conf/hydra/launcher/local.yaml: the GPUs of this machine
+        from ffnbench.hardware import visible_gpu_count
+
+        OmegaConf.register_new_resolver("visible_gpus", visible_gpu_count)
     if not OmegaConf.has_resolver("run_name"):
         OmegaConf.register_new_resolver("run_name", run_name)
     if not OmegaConf.has_resolver("name_exclude_keys"):
@@ -345,6 +350,7 @@ class TrainerConfig:
     strategy: str = "auto"
     precision: str = "auto"
     compile: bool = False
+    deterministic: bool = False  # torch.use_deterministic_algorithms + CUBLAS_WORKSPACE_CONFIG (Lightning's)
     max_tokens: float | None = None  # the budget in tokens ...
     tokens_per_param: float | None = None  # ... or in tokens per reference parameter (wins over max_tokens) ...
     max_steps: int | None = None  # ... or in optimizer steps (wins over both)
@@ -365,6 +371,7 @@ class TrainerConfig:
             raise ConfigError(f"trainer.precision: unknown precision {self.precision!r}; known: "
                               f"{', '.join(PRECISIONS[:7])}")
         _flag("trainer.compile", self.compile)
+        _flag("trainer.deterministic", self.deterministic)
         _flag("trainer.progress_bar", self.progress_bar)
         if self.max_steps is not None:
             _count("trainer.max_steps", self.max_steps)
@@ -426,14 +433,54 @@ def flatten(node: Mapping, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+# What a run resolves on the machine it starts on, stored resolved in its config (with_hardware): the device kind
+# and the precision change what it computes, so they are part of its identity.
+HARDWARE_KEYS = ("trainer.accelerator", "trainer.precision")
+
+
+def with_hardware(config: dict, accelerator: str | None, precision: str | None) -> dict:
+    """`config` with `trainer.accelerator` and `trainer.precision` as a run resolves them (hardware.resolve_hardware:
+    cpu | gpu, and Lightning's full precision name) in place of what was asked (auto); None keeps what was asked
+    (the sweep planner, for what only the node a run starts on can decide)."""
+    trainer = dict(config.get("trainer") or {})
+    if accelerator is not None:
+        trainer["accelerator"] = accelerator
+    if precision is not None:
+        trainer["precision"] = precision
+    return {**config, "trainer": trainer}
+
+
+# A record written before a trainer key existed or was stored resolved holds what that key meant then: ffnbench
+# ran only on CPUs until the device and precision were stored, so `auto` (or nothing) was cpu and 32-true.
+LEGACY_TRAINER = {"trainer.accelerator": "cpu"}
+
+
+def _as_resolved(flat: dict[str, Any]) -> dict[str, Any]:
+    """A flattened record's trainer keys as a run of today stores them (LEGACY_TRAINER, Lightning's full
+    precision names), so that an old record and a new one of the same run compare equal."""
+    out = dict(flat)
+    for key, then in LEGACY_TRAINER.items():
+        if out.get(key) in (None, "auto"):
+            out[key] = then
+    if out["trainer.accelerator"] == "cuda":
+        out["trainer.accelerator"] = "gpu"
+    precision = out.get("trainer.precision")
+    precision = PRECISION_ALIASES.get(str(precision), precision) if precision is not None else None
+    if precision in (None, "auto") and out["trainer.accelerator"] == "cpu":
+        precision = "32-true"
+    out["trainer.precision"] = precision
+    return out
+
+
 def identity_diff(a: Mapping, b: Mapping, ignore: Iterable[str] = NON_IDENTITY_KEYS) -> dict[str, tuple]:
     """Keys whose values differ between two resolved configs, ignoring the keys that don't change what a
     run computes. {key: (a_value, b_value)}. A key missing from a record written before it existed counts as
-    the value it implicitly had then (IDENTITY_DEFAULTS)."""
+    the value it implicitly had then (IDENTITY_DEFAULTS), and the trainer keys of a record written before they
+    were stored resolved compare as what they meant (LEGACY_TRAINER)."""
     ignore = tuple(ignore)
 
     def keep(key: str) -> bool:
         return not any(key == k or key.startswith(k + ".") for k in ignore)
 
-    fa, fb = {**IDENTITY_DEFAULTS, **flatten(a)}, {**IDENTITY_DEFAULTS, **flatten(b)}
+    fa, fb = (_as_resolved({**IDENTITY_DEFAULTS, **flatten(x)}) for x in (a, b))
     return {k: (fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if keep(k) and fa.get(k) != fb.get(k)}

@@ -1,11 +1,16 @@
 """Where a run trains: the one device resolver (train, bench and sweep all use it), the precision it gets,
-the per-GPU lock for parallel runs on one node, the process ranks, and the DDP relaunch patch."""
+why CUDA sees no GPU when one is asked for, the per-GPU lock for parallel runs on one node, the process ranks,
+and the DDP relaunch patch."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,8 +35,115 @@ def resolve_accelerator(requested: str, field: str = "trainer.accelerator") -> s
         return "gpu" if cuda else "cpu"
     accelerator = "gpu" if requested == "cuda" else requested
     if accelerator == "gpu" and not cuda:
-        raise ConfigError(f"{field}={requested}: no CUDA GPU is visible here; use cpu or auto")
+        raise ConfigError(f"{field}={requested}: no CUDA GPU is visible here ({why_no_cuda()}); use cpu or auto")
     return accelerator
+
+
+# The CUDA wheels of torch (download.pytorch.org/whl/<tag>) and the oldest Linux driver that runs each CUDA
+# major version (NVIDIA's CUDA compatibility tables; a driver runs every minor version of its major).
+# Newest first: the wheel to suggest is the first whose driver the node has.
+CUDA_WHEELS = (("cu130", 13, 580), ("cu126", 12, 525), ("cu118", 11, 450))
+README_GPU = "README: GPU nodes"
+
+
+def nvidia_driver_version() -> str | None:
+    """The NVIDIA kernel driver's version (e.g. "535.104.05"), read without CUDA: from the kernel module, else
+    from nvidia-smi. None when there is no driver."""
+    with contextlib.suppress(OSError):
+        found = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+\.\d+(?:\.\d+)?)",
+                          Path("/proc/driver/nvidia/version").read_text())
+        if found:
+            return found.group(1)
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = out.stdout.split()
+    return lines[0] if out.returncode == 0 and lines else None
+
+
+def wheel_for_driver(driver: str) -> str | None:
+    """The newest CUDA wheel tag of torch that `driver` runs (None: too old for any)."""
+    major = int(driver.split(".")[0])
+    return next((tag for tag, _, oldest in CUDA_WHEELS if major >= oldest), None)
+
+
+def pip_command(tag: str) -> str:
+    return f"`.venv/bin/pip install 'torch>=2.4,<2.14' --index-url https://download.pytorch.org/whl/{tag}`"
+
+
+def why_no_cuda() -> str:
+    """Why torch.cuda.is_available() is False here, in one clause with the fix: a CPU-only torch, GPUs hidden by
+    CUDA_VISIBLE_DEVICES, no NVIDIA driver, or a driver older than the CUDA this torch was built for."""
+    built = torch.version.cuda
+    if built is None:
+        return (f"torch {torch.__version__} is a CPU-only build; install the CUDA wheel that the node's driver runs, "
+                f"e.g. {pip_command('cu126')} ({README_GPU})")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return f"CUDA_VISIBLE_DEVICES is empty ({visible!r}): this process was given no GPU"
+    driver = nvidia_driver_version()
+    if driver is None:
+        return (f"no NVIDIA driver found (no /proc/driver/nvidia/version, no nvidia-smi); torch {torch.__version__} "
+                f"is built for CUDA {built}")
+    needed = next((oldest for _, major, oldest in CUDA_WHEELS if str(major) == built.split(".")[0]), None)
+    wheel = wheel_for_driver(driver)
+    fix = f"install the wheel for this driver: {pip_command(wheel)}" if wheel else "update the NVIDIA driver"
+    return (f"torch {torch.__version__} is built for CUDA {built}, which needs driver ≥ {needed or '?'}; this node has "
+            f"NVIDIA driver {driver}: {fix} ({README_GPU})")
+
+
+def compute_capabilities() -> list[tuple[int, int]]:
+    """The compute capability of every visible GPU. A device-properties query: it allocates nothing on any GPU
+    (torch.cuda.is_bf16_supported() would, on GPU 0, on a pre-Ampere GPU)."""
+    return [tuple(torch.cuda.get_device_capability(i)) for i in range(torch.cuda.device_count())]
+
+
+def _has_kernels(capability: tuple[int, int]) -> bool:
+    """Whether this torch build carries code for a GPU of `capability`: a cubin of the same major version and a
+    minor version not above it, or PTX of a version not above it (compiled when loaded)."""
+    for arch in torch.cuda.get_arch_list():
+        kind, _, digits = arch.partition("_")
+        digits = digits.rstrip("af")  # sm_90a, sm_100f: the same architecture with extra features
+        if not digits.isdigit():
+            continue
+        version = (int(digits[:-1]), int(digits[-1]))
+        if (kind == "sm" and version[0] == capability[0] and version <= capability) or \
+                (kind == "compute" and version <= capability):
+            return True
+    return False
+
+
+def check_gpu_kernels(capabilities: list[tuple[int, int]]) -> None:
+    """A ConfigError when this torch has no kernels for a visible GPU (the CUDA 13 wheels dropped Volta and
+    older): CUDA sees the GPU, but the first kernel would fail."""
+    for index, capability in enumerate(capabilities):
+        if not _has_kernels(capability):
+            name = torch.cuda.get_device_name(index)
+            raise ConfigError(
+                f"trainer.accelerator: torch {torch.__version__} (CUDA {torch.version.cuda}) has no kernels for "
+                f"{name} (compute capability {capability[0]}.{capability[1]}); install a wheel built for it, e.g. "
+                f"{pip_command('cu126')} ({README_GPU})")
+
+
+PRECISION_ALIASES = {"64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}  # Lightning's
+
+
+def resolve_precision(accelerator: str, requested: str, capabilities: list[tuple[int, int]] | None = None) -> str:
+    """The precision a run gets, in Lightning's full name. auto: fp32 on the CPU; on GPUs bf16-mixed when every
+    visible GPU (`capabilities`, default: asked here) has bf16 tensor cores (compute capability ≥ 8.0, Ampere on),
+    else 16-mixed (V100, T4: their bf16 is emulated, slower than fp32)."""
+    if requested != "auto":
+        return PRECISION_ALIASES.get(str(requested), str(requested))
+    if accelerator != "gpu":
+        return "32-true"
+    return "bf16-mixed" if min(capabilities or compute_capabilities()) >= (8, 0) else "16-mixed"
+
+
+def visible_gpu_count() -> int:
+    """How many GPUs CUDA shows this process (no context is opened to count them)."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def torch_device(accelerator: str) -> torch.device:
@@ -55,16 +167,30 @@ def resolve_hardware(t: TrainerConfig) -> Hardware:
     if devices > available:
         what = "GPUs" if accelerator == "gpu" else "CPU cores (one process per device)"
         raise ConfigError(f"trainer.devices={devices}: only {available} {what} available here")
-    precision = t.precision
-    if precision == "auto":
-        if accelerator == "gpu":
-            precision = "bf16-mixed" if torch.cuda.is_bf16_supported() else "16-mixed"
-        else:
-            precision = "32-true"
+    capabilities = compute_capabilities() if accelerator == "gpu" else None
+    if capabilities:
+        check_gpu_kernels(capabilities)
+    precision = resolve_precision(accelerator, t.precision, capabilities)
     strategy = t.strategy
     if strategy == "auto" and devices > 1:
         strategy = "ddp"
-    return Hardware(accelerator, devices, str(precision), str(strategy))
+    return Hardware(accelerator, devices, precision, str(strategy))
+
+
+def planned_hardware(t: TrainerConfig, here: bool) -> tuple[str | None, str | None]:
+    """(accelerator, precision) that a run of `t` will resolve to, as far as can be told before it starts: the
+    run's own resolve_hardware when it will start on this machine (`here`); else (a SLURM node) only what does not
+    depend on the node. None: decided where the run starts (or refused there, with its reason)."""
+    if here:
+        try:
+            hw = resolve_hardware(t)
+        except ConfigError:
+            return None, None
+        return hw.accelerator, hw.precision
+    accelerator = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu"}.get(t.accelerator)
+    if t.precision != "auto":
+        return accelerator, resolve_precision("gpu", t.precision)
+    return accelerator, ("32-true" if accelerator == "cpu" else None)
 
 
 def share_cpu_threads(hw: Hardware) -> None:
@@ -75,21 +201,35 @@ def share_cpu_threads(hw: Hardware) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
 
 
-def claim_devices(hw: Hardware) -> tuple[int | list[int], GpuLease | None]:
-    """The `devices` Lightning gets, and the GPU lease to release when the run ends (None when not leased).
-    One GPU of several, outside SLURM (which assigns GPUs itself), is leased: parallel runs on one node each
-    get their own. On a GPU, float32 matmuls may use TF32."""
+def submitit_slurm_task() -> bool:
+    """Whether this process is a task of a SLURM job that submitit started: SLURM gave the job its own GPUs. A
+    SLURM allocation alone says nothing of the kind (a joblib sweep inside one shares its GPUs), nor does
+    submitit's local executor (it gives every job the same GPUs)."""
+    return os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
+
+
+@contextlib.contextmanager
+def claim_devices(hw: Hardware) -> Iterator[int | list[int]]:
+    """The `devices` Lightning gets, held for the block: one GPU of several is leased for it (and given back
+    however the block ends), so that runs started in parallel on one node (joblib, submitit_local, also inside a
+    SLURM allocation) each get their own; a submitit SLURM task (pinned by SLURM) and DDP take what they see. On a
+    GPU, float32 matmuls may use TF32."""
     if hw.accelerator != "gpu":
-        return hw.devices, None
+        yield hw.devices
+        return
     torch.set_float32_matmul_precision("high")
-    if hw.devices == 1 and torch.cuda.device_count() > 1 and "SLURM_JOB_ID" not in os.environ:
+    if hw.devices == 1 and torch.cuda.device_count() > 1 and not submitit_slurm_task():
         lease = GpuLease(torch.cuda.device_count())
-        return [lease.index], lease
-    return hw.devices, None
+        try:
+            yield [lease.index]
+        finally:
+            lease.release()
+        return
+    yield hw.devices
 
 
 class GpuLease:
-    """One GPU per run when a sweep runs several runs at once on one node (the joblib launcher): each run
+    """One GPU per run when a sweep runs several runs at once on one node (joblib, submitit_local): each run
     takes an exclusive lock on a GPU that no other ffnbench run on this machine holds. The lock goes with
     the run's end, or with its process if it dies. Hydra does not do this for you."""
 

@@ -16,7 +16,8 @@ from typing import Any, BinaryIO
 
 RUN_CONFIG_FILE = "run_config.json"
 SWEEP_MANIFEST = "sweep.json"  # a sweep's command and run directories (written by ffnbench.sweep)
-PACKAGES = ("torch", "lightning", "datasets", "wandb", "hydra-core", "numpy", "tokenizers", "scipy", "ffnbench")
+PACKAGES = ("torch", "lightning", "datasets", "wandb", "hydra-core", "numpy", "tokenizers", "scipy", "triton",
+            "ffnbench")
 
 
 def json_safe(value: Any) -> Any:
@@ -99,7 +100,8 @@ def versions() -> dict[str, str | None]:
 
 
 def git_revision(cwd: Path | None = None) -> dict[str, Any]:
-    """The checkout's commit and whether it had uncommitted changes (None outside a git checkout)."""
+    """The checkout's commit and whether it had uncommitted changes (None outside a git checkout): a changed
+    tracked file or an untracked one (a new module that is not committed ran too); what git ignores is not code."""
     cwd = cwd or Path(__file__).resolve().parent
 
     def git(*args: str) -> str | None:
@@ -110,7 +112,7 @@ def git_revision(cwd: Path | None = None) -> dict[str, Any]:
         return out.stdout.strip() if out.returncode == 0 else None
 
     revision = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no") if revision else None
+    status = git("status", "--porcelain", "--untracked-files=normal") if revision else None
     return {"revision": revision, "dirty": bool(status) if status is not None else None}
 
 
@@ -125,7 +127,11 @@ def cpu_model() -> str:
 
 
 def hardware(accelerator: str) -> dict[str, Any]:
+    """The machine a run or a benchmark ran on, and what decides its GPU numerics: the NVIDIA driver, cuDNN, and
+    the float32 matmul precision (highest, or high = TF32 on a GPU) in force (Triton's version: `versions`)."""
     import torch
+
+    from ffnbench.hardware import nvidia_driver_version
 
     info: dict[str, Any] = {
         "accelerator": accelerator,
@@ -133,9 +139,13 @@ def hardware(accelerator: str) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "hostname": platform.node(),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "driver": nvidia_driver_version() if accelerator == "gpu" else None,
+        "cudnn": torch.backends.cudnn.version() if accelerator == "gpu" else None,
     }
     if accelerator == "gpu" and torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
         info["gpu_count"] = torch.cuda.device_count()
         info["cuda"] = torch.version.cuda
+        info["compute_capability"] = ".".join(map(str, torch.cuda.get_device_capability()))
     return info

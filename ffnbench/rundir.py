@@ -1,26 +1,37 @@
-"""A run's directory: where it is, what a (re)start does with it, and clearing up after a refused start.
+"""A run's directory: where it is, what a (re)start does with it, who is training it now, and clearing up after a
+refused start.
 
 One directory per run, named for what the run computes (config.run_name), so a rerun finds it again. What
 train() does there is decided here, ahead of any work, and `make sweep`'s dry run makes the same decision:
 skip a finished run, resume an interrupted one from checkpoints/last.ckpt, start a fresh one, and refuse a
-directory that holds a different config. This module does not import Lightning (the sweep planner imports it),
-and reads a checkpoint with torch only when there is one."""
+directory that holds a different config. While a run trains, its process holds a lock on the directory (RunLock),
+so that a second launch of the same run (a rerun of a sweep whose jobs still run) is told where it runs and
+skips it. This module does not import Lightning (the sweep planner imports it), and reads a checkpoint with torch
+only when there is one."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import json
+import os
+import platform
 import shutil
 import sys
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig
 
-from ffnbench.config import identity_diff
+from ffnbench.config import NON_IDENTITY_KEYS, identity_diff
 from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.records import RUN_CONFIG_FILE, CorruptRecord, read_json
 from ffnbench.result import FINAL_STATUSES, RunResult
 
 CKPT_DIR = "checkpoints"
+RUN_LOCK = ".running"  # locked by the process training the run; says which process that is
 LAST_CKPT = "last.ckpt"
 HYDRA_FILES = {".hydra": {"config.yaml", "hydra.yaml", "overrides.yaml"}}  # what Hydra writes before a job
 
@@ -48,16 +59,20 @@ class RunPlan:
     previous: RunResult | None = None  # the result.json found there, if any (the finished one, when skipping)
 
 
-def plan_run(run_dir: Path, config: dict) -> RunPlan:
+def plan_run(run_dir: Path, config: dict, undecided: Iterable[str] = ()) -> RunPlan:
     """Decide what to do with a run directory: skip a finished run, resume an interrupted one, start fresh.
     A directory that holds a different config is refused (RunDirError), never silently reused.
 
     Args:
         run_dir: the run's directory (it need not exist).
-        config: the run's resolved config; compared with the directory's run_config.json and checkpoint,
-            ignoring the keys that do not change what a run computes (config.NON_IDENTITY_KEYS).
+        config: the run's resolved config (config.with_hardware: the device and precision as resolved);
+            compared with the directory's run_config.json and checkpoint, ignoring the keys that do not change
+            what a run computes (config.NON_IDENTITY_KEYS).
+        undecided: keys left out of the comparison because they are not known yet (the sweep planner, for
+            what only the node a run starts on decides: config.HARDWARE_KEYS); the run compares them itself.
     """
-    _check_saved_config(run_dir, config)
+    ignore = (*NON_IDENTITY_KEYS, *undecided)
+    _check_saved_config(run_dir, config, ignore)
     try:
         previous = RunResult.read(run_dir)
     except CorruptRecord as e:
@@ -68,14 +83,14 @@ def plan_run(run_dir: Path, config: dict) -> RunPlan:
     ckpt = last_checkpoint(run_dir)
     if ckpt.exists():
         fingerprint, step = _read_checkpoint(ckpt)
-        diff = identity_diff(fingerprint, config)
+        diff = identity_diff(fingerprint, config, ignore)
         if diff:
             raise RunDirError(f"{ckpt} was written by a different config ({', '.join(diff)}); not resuming it")
         return RunPlan("resume", ckpt=ckpt, resumed_from=step, previous=previous)
     return RunPlan("fresh", previous=previous)
 
 
-def _check_saved_config(run_dir: Path, config: dict) -> None:
+def _check_saved_config(run_dir: Path, config: dict, ignore: tuple[str, ...]) -> None:
     path = run_dir / RUN_CONFIG_FILE
     if not path.exists():
         return
@@ -83,7 +98,7 @@ def _check_saved_config(run_dir: Path, config: dict) -> None:
         saved = read_json(path)
     except CorruptRecord as e:
         raise RunDirError(f"{e}; delete {path} if the run directory is otherwise yours") from None
-    diff = identity_diff(saved, config)
+    diff = identity_diff(saved, config, ignore)
     if diff:
         shown = "; ".join(f"{k}: {a!r} → {b!r}" for k, (a, b) in list(diff.items())[:6])
         raise RunDirError(
@@ -103,6 +118,127 @@ def _read_checkpoint(ckpt: Path) -> tuple[dict, int]:
             f"{ckpt} cannot be read ({type(e).__name__}: {e}); delete it to start this run over"
         ) from None
     return saved.get("ffnbench", {}).get("fingerprint", {}), int(saved["global_step"])
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The process that holds a run directory's lock: what its lock file says about it."""
+
+    host: str = "?"
+    pid: int | None = None
+    started: str = "?"
+    slurm_job: str | None = None
+
+    def __str__(self) -> str:
+        job = f", SLURM job {self.slurm_job}" if self.slurm_job else ""
+        return f"on {self.host} (pid {self.pid}{job}) since {self.started}"
+
+    @classmethod
+    def read(cls, fd: int) -> Holder:
+        try:
+            info = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            return cls(**{k: info[k] for k in ("host", "pid", "started", "slurm_job") if k in info})
+        except (OSError, ValueError, TypeError):
+            return cls()  # written half, or by something else: held all the same
+
+
+# The lock is a POSIX record lock (fcntl.lockf): the kind NFS, GPFS and Lustre (mounted with -o flock) share
+# between nodes, so that a launch on a login node sees a run that trains on a compute node. It goes with the
+# process that holds it, however that process ends. POSIX locks belong to a process, not to a file descriptor:
+# this process never opens a lock file it holds a second time (closing that would drop the lock).
+_BUSY = (errno.EACCES, errno.EAGAIN)
+_NO_LOCKS = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL)
+
+
+class RunLock:
+    """The lock a run holds on its directory for the whole of its training.
+
+    Args:
+        run_dir: the run's directory; made when missing (and removed again on release, with the parents the lock
+            made, if still empty).
+    """
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / RUN_LOCK
+        self._fd: int | None = None
+        self._made: list[Path] = []  # the directories the lock made, innermost first
+
+    def acquire(self, retries: int = 5, wait_s: float = 0.2) -> Holder | None:
+        """Take the lock: None when taken, else the process that holds it. A few tries, `wait_s` apart: the sweep
+        planner's look (lock_holder) holds it for an instant."""
+        self._made = [d for d in (self.run_dir, *self.run_dir.parents) if not d.exists()]
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        holder = None
+        for _ in range(max(1, retries)):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                if e.errno in _NO_LOCKS:  # a file system without locks: run unguarded, and say so
+                    os.close(fd)
+                    print(f"ffnbench: warning: {self.run_dir} cannot be locked ({e.strerror}); a second launch of "
+                          "this run will not see that it runs", file=sys.stderr)
+                    return None
+                if e.errno not in _BUSY:
+                    os.close(fd)
+                    raise
+                holder = Holder.read(fd)
+                os.close(fd)  # this process holds no lock on it: closing drops nothing
+                time.sleep(wait_s)
+                continue
+            if not _same_file(fd, self.path):  # its holder finished and removed it meanwhile: take the new one
+                os.close(fd)
+                continue
+            info = {"host": platform.node(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "slurm_job": os.environ.get("SLURM_JOB_ID")}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode(), 0)
+            self._fd = fd
+            return None
+        return holder or Holder()
+
+    def release(self) -> None:
+        """Give the lock back and remove its file (and the directory, if the lock made it and it is still empty)."""
+        if self._fd is not None:
+            try:
+                if _same_file(self._fd, self.path):
+                    self.path.unlink()  # while still held: a waiter that opened it sees it gone and starts over
+            finally:
+                os.close(self._fd)
+                self._fd = None
+        for directory in self._made:
+            try:
+                directory.rmdir()  # only when empty: a run that wrote anything keeps its directory
+            except OSError:
+                break
+        self._made = []
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def lock_holder(run_dir: Path) -> Holder | None:
+    """The process training the run in `run_dir` now, None when no process is (the sweep planner asks). Creates
+    nothing; takes the lock for an instant when it is free, so a process that may hold it must not ask (its
+    own lock would be dropped: POSIX locks belong to the process)."""
+    try:
+        fd = os.open(Path(run_dir) / RUN_LOCK, os.O_RDWR)
+    except OSError:
+        return None  # no lock file (or not ours to lock): nobody trains it from here
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        return Holder.read(fd) if e.errno in _BUSY else None
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def holds_only_hydra_files(run_dir: Path, log_files: set[str]) -> bool:

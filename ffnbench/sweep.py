@@ -1,7 +1,8 @@
 """`make sweep [EXP=quick] [LAUNCHER=...] [ARGS="..."]` → `python -m ffnbench.sweep EXP [--launcher L] -- ARGS`.
 
 Plans the sweep before running it (every run's directory and what will happen to it: skipped because
-finished, resumed from its checkpoint, or started), refuses what would waste or lose work, runs the grid
+finished, resumed from its checkpoint, started, or left to the process that is training it now), refuses what
+would waste or lose work, runs the grid
 through Hydra's multirun (`python -m ffnbench.train -m experiment=EXP ...`) with the chosen launcher,
 prints the outcome, and writes the report. Planning imports neither Lightning nor the training code
 (ffnbench.rundir makes the run's own decision), so `--dry-run` answers at once."""
@@ -22,13 +23,13 @@ from rich.console import Console
 from rich.table import Table
 
 from ffnbench.cli import user_errors_exit
-from ffnbench.config import CONF_DIR, compose, compose_many, to_container
+from ffnbench.config import CONF_DIR, HARDWARE_KEYS, compose, compose_many, to_container, trainer_config, with_hardware
 from ffnbench.errors import ConfigError, RunDirError
-from ffnbench.hardware import resolve_accelerator
+from ffnbench.hardware import planned_hardware, resolve_accelerator
 from ffnbench.progress import SWEEP_ENV, estimate, planned_flops
 from ffnbench.records import SWEEP_MANIFEST, CorruptRecord, write_json_atomic
 from ffnbench.result import FINAL_STATUSES, RunResult
-from ffnbench.rundir import plan_run
+from ffnbench.rundir import lock_holder, plan_run
 from ffnbench.tuning import TUNED, TuningRun, check_tuning, choose_lr, is_tuning, with_lr
 from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
@@ -39,7 +40,8 @@ LAUNCHERS = {
     "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher"),
     "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "hydra-submitit-launcher"),
 }
-LAUNCHER_CONFIG = {"submitit_slurm": "slurm"}  # ours (conf/hydra/launcher/slurm.yaml) wraps submitit's
+# ours wrap submitit's (conf/hydra/launcher/): SLURM settings from `slurm:`, and the GPUs for the local executor
+LAUNCHER_CONFIG = {"submitit_slurm": "slurm", "submitit_local": "local"}
 
 
 def experiments() -> list[str]:
@@ -72,7 +74,9 @@ def launcher_overrides(launcher: str | None) -> list[str]:
 class PlannedRun:
     overrides: list[str]
     run_dir: Path
-    action: str  # skip | resume | start | conflict | wait (for the tuning runs that choose its lr)
+    # skip | resume | start | conflict | wait (for the tuning runs that choose its lr) | running (another process
+    # trains it now: not started again)
+    action: str
     note: str = ""
     flops: float | None = None  # the training FLOPs its config asks for (progress.planned_flops)
 
@@ -95,14 +99,16 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
     params = OmegaConf.to_container(sweeper.params) if sweeper.get("params") else None
     grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
     jobs = expand_grids(params, grids, [f"experiment={experiment}", *args])
-    composed = _compose_jobs(jobs, launcher_args)
-    tuning_runs = [TuningRun(config, run_dir) for _, run_dir, config in composed if is_tuning(config)]
-    check_tuning([(config, run_dir.name) for _, run_dir, config in composed if not is_tuning(config)], tuning_runs)
+    here = launcher != "submitit_slurm"  # where the runs resolve their device and precision: here, or a SLURM node
+    composed = _compose_jobs(jobs, launcher_args, here)
+    tuning_runs = [TuningRun(config, run_dir) for _, run_dir, config, _ in composed if is_tuning(config)]
+    check_tuning([(config, run_dir.name) for _, run_dir, config, _ in composed if not is_tuning(config)],
+                 tuning_runs)
     runs: list[PlannedRun | None] = []
     resolved: dict[int, list[str]] = {}  # position in `runs` → the job with its chosen lr
-    for job, run_dir, config in composed:
+    for job, run_dir, config, undecided in composed:
         if config["optim"]["lr"] != TUNED:
-            runs.append(_classify(job, run_dir, config))
+            runs.append(_classify(job, run_dir, config, undecided))
             continue
         choice = choose_lr(config, tuning_runs)
         if choice.lr is None:
@@ -110,26 +116,38 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
         else:
             resolved[len(runs)] = with_lr(job, choice.lr)
             runs.append(None)
-    for i, (job, run_dir, config) in zip(resolved, _compose_jobs(list(resolved.values()), launcher_args)):
-        runs[i] = _classify(job, run_dir, config)
+    for i, (job, run_dir, config, undecided) in zip(resolved, _compose_jobs(list(resolved.values()), launcher_args,
+                                                                            here)):
+        runs[i] = _classify(job, run_dir, config, undecided)
     return [r for r in runs if r is not None], sweep_cfg
 
 
-def _compose_jobs(jobs: list[list[str]], launcher_args: list[str]) -> list[tuple[list[str], Path, dict]]:
-    """(job, run directory, resolved config) for each job, composed as Hydra's multirun composes it."""
+def _compose_jobs(jobs: list[list[str]], launcher_args: list[str],
+                  here: bool) -> list[tuple[list[str], Path, dict, list[str]]]:
+    """(job, run directory, config, undecided keys) for each job, composed as Hydra's multirun composes it, with
+    the device and precision the run will resolve (`here`: on this machine; else on a node, so the keys only it
+    can decide are left undecided)."""
     out = []
     for job, cfg in zip(jobs, compose_many([[*job, *launcher_args] for job in jobs], return_hydra_config=True)):
         run_dir = Path(cfg.hydra.sweep.dir) / str(cfg.hydra.sweep.subdir)
         with open_dict(cfg):
             del cfg["hydra"]  # runtime-only keys (output_dir) cannot be resolved outside a running job
-        out.append((job, run_dir, to_container(cfg)))
+        config = to_container(cfg)
+        hardware = planned_hardware(trainer_config(config["trainer"]), here)
+        undecided = [key for key, value in zip(HARDWARE_KEYS, hardware) if value is None]
+        out.append((job, run_dir, with_hardware(config, *hardware), undecided))
     return out
 
 
-def _classify(job: list[str], run_dir: Path, config: dict) -> PlannedRun:
-    """What the run will do with its directory: the run's own decision (rundir.plan_run), made ahead of time."""
+def _classify(job: list[str], run_dir: Path, config: dict, undecided: list[str]) -> PlannedRun:
+    """What the run will do with its directory: the run's own decision (rundir.plan_run), made ahead of time,
+    with the device and precision it will resolve to where they can be known here (`undecided`: those that
+    cannot). A run that another process trains now is left to it."""
+    holder = lock_holder(run_dir)
+    if holder is not None:
+        return PlannedRun(job, run_dir, "running", str(holder))
     try:
-        run = plan_run(run_dir, config)
+        run = plan_run(run_dir, config, undecided)
     except RunDirError as e:
         return PlannedRun(job, run_dir, "conflict", str(e))
     status = run.previous.status if run.previous else ""
@@ -141,13 +159,31 @@ def _classify(job: list[str], run_dir: Path, config: dict) -> PlannedRun:
     return PlannedRun(job, run_dir, "start", status, flops)
 
 
-def _on_cpu(cfg) -> bool:
-    """Whether the sweep's runs train on the CPU. An accelerator that cannot be had here is not the CPU: each
-    run reports it."""
-    try:
-        return resolve_accelerator(cfg.trainer.get("accelerator", "auto")) == "cpu"
-    except ConfigError:
+def trains_on_cpu(cfg, launcher: str | None) -> bool:
+    """Whether the sweep's runs will train on a CPU: asked for (trainer.accelerator=cpu), or started on this
+    machine (every launcher but submitit_slurm) when it has no GPU. A SLURM job trains on its node, whatever the
+    machine that plans it (a login node) has. A GPU asked for where the runs start and CUDA sees none is a
+    ConfigError that says why, before any work."""
+    requested = cfg.trainer.get("accelerator", "auto")
+    if requested == "cpu":
+        return True
+    if launcher == "submitit_slurm":
         return False
+    return resolve_accelerator(requested) == "cpu"
+
+
+def _check_local_gpus(launcher: str | None) -> None:
+    """submitit's local executor gives its jobs GPUs 0..n-1 (it writes CUDA_VISIBLE_DEVICES itself): a subset
+    chosen with CUDA_VISIBLE_DEVICES would be ignored."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if launcher != "submitit_local" or not visible or not visible.strip():
+        return
+    from ffnbench.hardware import visible_gpu_count
+
+    if [v.strip() for v in visible.split(",")] != [str(i) for i in range(visible_gpu_count())]:
+        raise ConfigError(
+            f"LAUNCHER=submitit_local gives its jobs GPUs 0..n-1 whatever CUDA_VISIBLE_DEVICES says ({visible!r}); "
+            "unset CUDA_VISIBLE_DEVICES, or use LAUNCHER=joblib, which keeps it")
 
 
 def check_plan(runs: list[PlannedRun], sweep_cfg, launcher: str | None, confirmed: bool) -> None:
@@ -160,7 +196,9 @@ def check_plan(runs: list[PlannedRun], sweep_cfg, launcher: str | None, confirme
             "Give this sweep its own place (ARGS=\"runs_root=... \" or name=...) or delete those directories."
         )
     todo = sum(r.action in ("start", "resume") for r in runs)
-    if todo > MAX_CPU_RUNS and _on_cpu(sweep_cfg) and not confirmed:
+    on_cpu = trains_on_cpu(sweep_cfg, launcher)
+    _check_local_gpus(launcher)
+    if todo > MAX_CPU_RUNS and on_cpu and not confirmed:
         raise ConfigError(
             f"this sweep would train {todo} runs on the CPU (more than {MAX_CPU_RUNS}); that takes hours. "
             "Set CONFIRM=1 to go ahead, or shrink it (a smaller EXP, or ARGS with fewer seeds / a smaller model)"
@@ -185,6 +223,8 @@ def print_outcome(runs: list[PlannedRun], console: Console) -> dict[str, int]:
             status = result.status if result else "missing"
         except CorruptRecord:
             result, status = None, "corrupt"
+        if lock_holder(r.run_dir) is not None:  # another launch trains it now
+            status = "running"
         counts[status] = counts.get(status, 0) + 1
         loss = result.metrics.get("final_val_loss") if result else None
         run_tokens = (result.tokens if result else None) or 0
@@ -227,9 +267,10 @@ def main(argv: list[str] | None = None) -> None:
     started = time.time()
 
     runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides)
-    counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict", "wait")}
+    counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict", "wait", "running")}
+    running = f", {counts['running']} running elsewhere (not started again)" if counts["running"] else ""
     console.print(f"[bold]{ns.experiment}[/bold]: {len(runs)} runs: {counts['skip']} skipped (already done), "
-                  f"{counts['resume']} resumed, {counts['start']} started"
+                  f"{counts['resume']} resumed, {counts['start']} started{running}"
                   + (f", {counts['wait']} after the lr-tuning stage" if counts["wait"] else ""))
     if ns.dry_run:
         for r in runs:
@@ -266,7 +307,12 @@ def main(argv: list[str] | None = None) -> None:
                                                            "flops": [r.flops for r in runs]})
         else:
             break
-    if not launched:
+    elsewhere = [r for r in runs if r.action == "running"]
+    if elsewhere:
+        console.print(f"not started: {len(elsewhere)} runs are training elsewhere")
+        for r in elsewhere:
+            console.print(f"  running {r.note}: {r.run_dir}")
+    if not launched and not elsewhere:
         console.print("nothing to train: every run is already done")
     statuses = print_outcome(runs, console)
     console.print(f"sweep wall time: {time.time() - started:.0f} s")

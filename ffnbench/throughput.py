@@ -5,6 +5,7 @@ attention term), so it is comparable across FFN variants of different cost."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,34 +16,67 @@ import torch
 
 from ffnbench.records import CorruptRecord, cpu_model, read_json, write_json_atomic
 
-# Dense (no sparsity) peak FLOP/s per device: (name substring, bf16, tf32/fp32 used for 32-bit runs).
-# From the vendors' datasheets. Lightning's own table misses some of these (H200, L40S). The first row whose
-# name is in the device's name wins, so a name must come before any shorter name inside it ("H100 PCIe" before
-# "H100"); GH200 needs no row, "H200" matches it.
-GPU_PEAK_FLOPS: list[tuple[str, float, float]] = [
-    ("H200", 989e12, 494e12),
-    ("H100 PCIe", 756e12, 378e12),
-    ("H100", 989e12, 494e12),  # SXM; keep after "H100 PCIe"
-    ("B200", 2250e12, 1100e12),
-    ("A100", 312e12, 156e12),
-    ("A800", 312e12, 156e12),
-    ("L40S", 362e12, 183e12),
-    ("L40", 181e12, 90.5e12),
-    ("L4", 121e12, 60e12),
-    ("A10G", 70e12, 35e12),
-    ("A10", 125e12, 62.5e12),
-    ("RTX 4090", 165e12, 82.6e12),
-    ("RTX 3090", 71e12, 35.6e12),
-    ("V100", 125e12, 15.7e12),  # fp16 tensor cores; no bf16
-    ("T4", 65e12, 8.1e12),
+# Dense (no sparsity) peak FLOP/s per device, from the vendors' datasheets (which print the sparse figure first:
+# these are half of it): (model name, bf16, fp16, tf32 — or fp32 where there are no TF32 tensor cores), tensor
+# cores with fp32 accumulation; None where the precision has no tensor cores (V100 and T4 emulate bf16).
+# Lightning's own table misses some of these (H200, L40S). A row matches a device name whose words (letters and
+# digits) contain the row's words in order, and the row with the most words wins: "H100 NVL" beats "H100",
+# "RTX A1000" is not "A100", "GH200" is its own word, "Quadro RTX 6000" (Turing) is not the "RTX 6000 Ada".
+GPU_PEAK_FLOPS: list[tuple[str, float | None, float | None, float | None]] = [
+    ("B200", 2250e12, 2250e12, 1100e12),
+    ("H200", 989e12, 989e12, 494e12),  # SXM
+    ("H200 NVL", 835e12, 835e12, 417.5e12),
+    ("GH200", 989e12, 989e12, 494e12),
+    ("H100", 989e12, 989e12, 494e12),  # SXM
+    ("H100 PCIe", 756e12, 756e12, 378e12),
+    ("H100 NVL", 835e12, 835e12, 417.5e12),
+    ("H800", 989e12, 989e12, 494e12),  # SXM
+    ("H800 PCIe", 756e12, 756e12, 378e12),
+    ("A100", 312e12, 312e12, 156e12),
+    ("A800", 312e12, 312e12, 156e12),
+    ("L40S", 362e12, 362e12, 183e12),
+    ("L40", 181e12, 181e12, 90.5e12),
+    ("L4", 121e12, 121e12, 60e12),
+    ("RTX 6000 Ada", 364.2e12, 364.2e12, 182.1e12),
+    ("A6000", 154.8e12, 154.8e12, 77.4e12),  # RTX A6000
+    ("A40", 149.7e12, 149.7e12, 74.8e12),
+    ("A10G", 70e12, 70e12, 35e12),
+    ("A10", 125e12, 125e12, 62.5e12),
+    ("RTX 4090", 165e12, 165e12, 82.6e12),
+    ("RTX 3090", 71e12, 71e12, 35.6e12),
+    ("V100", None, 125e12, 15.7e12),  # SXM2; fp16 tensor cores, no bf16, no TF32
+    ("T4", None, 65e12, 8.1e12),
 ]
 
 
+def _words(name: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", name.lower())
+
+
+def gpu_row(device_name: str) -> tuple | None:
+    """The GPU_PEAK_FLOPS row of a device name (torch.cuda.get_device_name), None for a GPU not in the table."""
+    words = _words(device_name)
+    best = None
+    for row in GPU_PEAK_FLOPS:
+        key = _words(row[0])
+        found = any(words[i:i + len(key)] == key for i in range(len(words) - len(key) + 1))
+        if found and (best is None or len(key) > len(_words(best[0]))):
+            best = row
+    return best
+
+
 def gpu_peak_flops(device_name: str, precision: str) -> float | None:
-    for key, bf16, fp32 in GPU_PEAK_FLOPS:
-        if key.lower() in device_name.lower():
-            return bf16 if ("16" in precision) else fp32
-    return None
+    """The dense peak FLOP/s of one GPU at a Lightning precision: bf16-*, 16-* (fp16) or 32-true (TF32 matmuls, as
+    train() allows them on a GPU); None for a GPU not in the table or a precision without tensor cores there."""
+    row = gpu_row(device_name)
+    if row is None:
+        return None
+    _, bf16, fp16, fp32 = row
+    if "bf16" in precision:
+        return bf16
+    if "16" in precision:
+        return fp16
+    return fp32 if precision.startswith("32") else None
 
 
 def measure_cpu_peak_flops(size: int = 1024, seconds: float = 1.0) -> float:
@@ -87,7 +121,11 @@ def peak_flops(accelerator: str, precision: str, configured: float | None, cache
     if accelerator == "gpu":
         name = torch.cuda.get_device_name()
         value = gpu_peak_flops(name, precision)
-        return value, (f"table: {name}" if value else f"unknown GPU {name!r}: set trainer.peak_flops")
+        if value:
+            return value, f"table: {name} at {precision}"
+        known = gpu_row(name) is not None
+        return None, (f"no {precision} peak for {name} in the table" if known else f"unknown GPU {name!r}") + \
+            ": set trainer.peak_flops"
     return cpu_peak_flops(cache_dir), "measured: fp32 matmul probe"
 
 

@@ -1,8 +1,9 @@
 """Train one model: `python -m ffnbench.train [overrides]` (Hydra; `-m` for a sweep), or `train(cfg)`.
 
-compose → check every setting → plan the run directory (rundir: skip finished, resume interrupted, refuse a
-different config) → data → model → validate at step 0 → fit → final validation → result.json (RunResult,
-atomic), next to run_config.json, metrics.csv, checkpoints/last.ckpt and Hydra's .hydra/."""
+compose → check every setting → lock the run directory (rundir.RunLock: a run another process trains now is
+skipped) → plan it (rundir: skip finished, resume interrupted, refuse a different config) → data → model →
+validate at step 0 → fit → final validation → result.json (RunResult, atomic), next to run_config.json,
+metrics.csv, checkpoints/last.ckpt and Hydra's .hydra/."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from ffnbench.config import (
     run_seed,
     to_container,
     trainer_config,
+    with_hardware,
 )
 from ffnbench.data import LMDataModule, check_windows
 from ffnbench.errors import FFNBenchError
@@ -47,7 +49,7 @@ from ffnbench.module import LMModule
 from ffnbench.progress import progress_line
 from ffnbench.records import RUN_CONFIG_FILE, write_json_atomic
 from ffnbench.result import RESULT_FILE, RunResult
-from ffnbench.rundir import RunPlan, last_checkpoint, plan_run, remove_failed_start, resolve_run_dir
+from ffnbench.rundir import RunLock, RunPlan, last_checkpoint, plan_run, remove_failed_start, resolve_run_dir
 from ffnbench.throughput import ThroughputMonitor, peak_flops
 from ffnbench.tokenizer import vocab_size_for
 
@@ -77,6 +79,7 @@ def check_run(cfg: DictConfig) -> Run:
     model = model_config(cfg, vocab_size_for(cfg.data))
     optim, trainer = optim_config(cfg.optim), trainer_config(cfg.trainer)
     hw = resolve_hardware(trainer)
+    config = with_hardware(config, hw.accelerator, hw.precision)  # stored resolved: part of the run's identity
     if config["logger"].get("wandb"):
         wandb_mode(config["logger"]["wandb"].get("mode"))
     seed = run_seed(cfg)
@@ -89,33 +92,41 @@ def check_run(cfg: DictConfig) -> Run:
 
 def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> RunResult:
     """Train one model as `cfg` says; return its record (also written to <run_dir>/result.json). A finished run
-    in the same directory is not trained again: its record is returned."""
+    in the same directory is not trained again: its record is returned. A run that another process is training
+    now (it holds the directory's lock) is not started twice: a record with status "running" is returned."""
     started = time.time()
     step_times = StepTimes.from_env()
     if step_times:
         step_times.mark("train_start")
     run = check_run(cfg)
-    plan = plan_run(run.run_dir, run.config)
-    if plan.action == "skip":
-        print(f"ffnbench: {run.run_dir.name}: already {plan.previous.status}, skipped ({run.run_dir / RESULT_FILE})")
-        return plan.previous
-    progress = progress_line()
-    if progress:
-        print(f"ffnbench: {progress}", flush=True)
-    share_cpu_threads(run.hw)
-    L.seed_everything(run.seed, workers=True, verbose=False)
-    run.data.prepare_data()
-    run.data.setup("fit")  # a corpus too small for the settings fails here, before the run directory is written
-    if step_times:
-        step_times.mark("data_ready")
-    if global_rank() == 0:
-        write_json_atomic(run.run_dir / RUN_CONFIG_FILE, run.config)
-    devices, lease = claim_devices(run.hw)
+    lock = RunLock(run.run_dir) if global_rank() == 0 else None  # DDP ranks > 0 train under rank 0's lock
+    holder = lock.acquire() if lock else None
+    if holder is not None:
+        print(f"ffnbench: {run.run_dir.name}: already running {holder}; skipped ({run.run_dir})")
+        return RunResult(status="running", name=run.config.get("name"), run_name=run.run_dir.name,
+                         run_dir=str(run.run_dir), seed=run.seed, config=run.config)
     try:
-        return _fit(run, plan, devices, started, [*([step_times] if step_times else []), *(callbacks or [])])
+        plan = plan_run(run.run_dir, run.config)
+        if plan.action == "skip":
+            print(f"ffnbench: {run.run_dir.name}: already {plan.previous.status}, skipped "
+                  f"({run.run_dir / RESULT_FILE})")
+            return plan.previous
+        progress = progress_line()
+        if progress:
+            print(f"ffnbench: {progress}", flush=True)
+        share_cpu_threads(run.hw)
+        L.seed_everything(run.seed, workers=True, verbose=False)
+        run.data.prepare_data()
+        run.data.setup("fit")  # a corpus too small for the settings fails here, before the run directory is written
+        if step_times:
+            step_times.mark("data_ready")
+        if global_rank() == 0:
+            write_json_atomic(run.run_dir / RUN_CONFIG_FILE, run.config)
+        with claim_devices(run.hw) as devices:
+            return _fit(run, plan, devices, started, [*([step_times] if step_times else []), *(callbacks or [])])
     finally:
-        if lease is not None:
-            lease.release()
+        if lock:
+            lock.release()
 
 
 def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, callbacks: list[L.Callback]) -> RunResult:
@@ -185,6 +196,7 @@ def _trainer(run: Run, devices: int | list[int], loggers: list, callbacks: list[
         num_nodes=t.num_nodes,
         strategy=run.hw.strategy,
         precision=run.hw.precision,
+        deterministic=t.deterministic,  # True: deterministic algorithms and CUBLAS_WORKSPACE_CONFIG; False resets
         max_steps=run.total_steps,
         max_epochs=-1,
         val_check_interval=t.val_every,

@@ -32,3 +32,37 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", no_dns)
     monkeypatch.setattr(socket.socket, "connect", refuse_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse_connect_ex)
+
+
+HOLD_RUN = """
+import sys, time
+from pathlib import Path
+from ffnbench.rundir import RunLock
+assert RunLock(Path(sys.argv[1])).acquire() is None
+print("held", flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.fixture
+def hold_run():
+    """hold_run(run_dir) → a process that holds the run directory's lock, as a run training there does; killed
+    at the end of the test."""
+    import os
+    import subprocess
+    import sys
+
+    processes = []
+
+    def hold(run_dir):
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        process = subprocess.Popen([sys.executable, "-c", HOLD_RUN, str(run_dir)], stdout=subprocess.PIPE, text=True,
+                                   env=env)
+        processes.append(process)
+        assert process.stdout.readline().strip() == "held"
+        return process
+
+    yield hold
+    for process in processes:
+        process.kill()
+        process.wait()

@@ -17,6 +17,7 @@ from ffnbench.config import (
     run_name,
     run_seed,
     trainer_config,
+    with_hardware,
 )
 from ffnbench.errors import ConfigError
 
@@ -221,3 +222,35 @@ def test_a_non_positive_tokens_per_parameter_is_refused():
 
     with pytest.raises(ConfigError, match="trainer.tokens_per_param"):
         trainer_config(compose(["trainer.tokens_per_param=0"]).trainer)
+
+
+def test_the_resolved_device_and_precision_are_part_of_a_runs_identity():
+    """What a run resolves `auto` to is stored in its config (run_config.json, the checkpoint's fingerprint,
+    result.json) and decides identity: a CPU fp32 run and a GPU bf16 run of the same settings are not the same
+    run. Records from before it was stored say auto: ffnbench ran only on CPUs then, so auto was cpu / 32-true."""
+    cpu = with_hardware({"trainer": {"accelerator": "auto", "precision": "auto"}}, "cpu", "32-true")
+    gpu = with_hardware({"trainer": {"accelerator": "auto", "precision": "auto"}}, "gpu", "bf16-mixed")
+    assert cpu["trainer"] == {"accelerator": "cpu", "precision": "32-true"}
+    assert identity_diff(cpu, gpu) == {"trainer.accelerator": ("cpu", "gpu"),
+                                       "trainer.precision": ("32-true", "bf16-mixed")}
+    assert identity_diff(cpu, with_hardware(cpu, "cpu", "bf16-mixed")) == {
+        "trainer.precision": ("32-true", "bf16-mixed")}
+    old = {"trainer": {"accelerator": "auto", "precision": "auto"}}  # an old record
+    assert identity_diff(old, cpu) == {} and identity_diff(old, {"trainer": {"accelerator": "cpu"}}) == {}
+    assert identity_diff({"trainer": {}}, cpu) == {}  # older still: no such keys
+    assert set(identity_diff(old, gpu)) == {"trainer.accelerator", "trainer.precision"}
+    assert identity_diff({"trainer": {"precision": 32}}, cpu) == {}  # Lightning's short name is the same precision
+    assert identity_diff({"trainer": {"deterministic": False}}, {"trainer": {}}) == {}  # missing = the default
+    assert identity_diff({"trainer": {"deterministic": True}}, {"trainer": {}}) == {
+        "trainer.deterministic": (True, False)}
+    # the device is still left out of run directory names: a GPU rerun of a CPU sweep meets its directories
+    # and is refused there, naming the difference
+    named = compose(["trainer.accelerator=cpu"], return_hydra_config=True)
+    assert str(named.hydra.sweep.subdir) == "gelu-b4-nobias-s0"
+
+
+def test_deterministic_is_a_checked_trainer_setting():
+    assert compose([]).trainer.deterministic is False
+    assert trainer_config(compose(["trainer.deterministic=true"]).trainer).deterministic is True
+    with pytest.raises(ConfigError, match="^trainer.deterministic: expected true or false, got 'yes'"):
+        trainer_config(compose(["trainer.deterministic=yes"]).trainer)

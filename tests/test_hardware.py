@@ -28,9 +28,15 @@ def no_gpu(monkeypatch):
 
 @pytest.fixture
 def two_gpus(monkeypatch):
+    """Two Ampere GPUs (compute capability 8.0), as CUDA reports them: no context is opened to ask."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_80", "sm_90"])
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100-SXM4-80GB")
+    for name in ("SLURM_JOB_ID", "SUBMITIT_EXECUTOR"):
+        monkeypatch.delenv(name, raising=False)
 
 
 def test_auto_takes_the_gpu_when_there_is_one(no_gpu):
@@ -42,7 +48,7 @@ def test_cuda_is_another_name_for_gpu(two_gpus):
 
 
 def test_a_gpu_that_is_not_there_is_an_error_naming_the_field(no_gpu):
-    with pytest.raises(ConfigError, match=r"^bench\.device=gpu: no CUDA GPU is visible here; use cpu or auto$"):
+    with pytest.raises(ConfigError, match=r"^bench\.device=gpu: no CUDA GPU is visible here \(.+\); use cpu or auto$"):
         resolve_accelerator("gpu", field="bench.device")
 
 
@@ -79,24 +85,147 @@ def test_cpu_processes_share_the_cores(monkeypatch):
 
 
 def test_the_cpu_needs_no_lease():
-    assert claim_devices(Hardware("cpu", 2, "32-true", "ddp")) == (2, None)
+    with claim_devices(Hardware("cpu", 2, "32-true", "ddp")) as devices:
+        assert devices == 2
 
 
-def test_one_gpu_of_several_is_leased(two_gpus, monkeypatch, tmp_path):
+@pytest.fixture
+def leases(two_gpus, monkeypatch, tmp_path):
+    """GPU leases in a private lock folder; float32 matmul precision left alone."""
     monkeypatch.setattr(torch, "set_float32_matmul_precision", lambda p: None)
-    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    monkeypatch.setattr(hardware, "GpuLease", lambda n: GpuLease(n, lock_dir=tmp_path))
-    devices, lease = claim_devices(Hardware("gpu", 1, "bf16-mixed", "auto"))
-    other_devices, other = claim_devices(Hardware("gpu", 1, "bf16-mixed", "auto"))
-    assert (devices, other_devices) == ([0], [1])  # two runs at once, one GPU each
-    lease.release()
-    again, third = claim_devices(Hardware("gpu", 1, "bf16-mixed", "auto"))
-    assert again == [0]  # a released GPU is free again
-    other.release()
-    third.release()
-    assert claim_devices(Hardware("gpu", 2, "bf16-mixed", "ddp")) == (2, None)  # DDP takes them all
-    monkeypatch.setenv("SLURM_JOB_ID", "1")
-    assert claim_devices(Hardware("gpu", 1, "bf16-mixed", "auto")) == (1, None)  # SLURM assigns GPUs itself
+    monkeypatch.setattr(hardware, "GpuLease", lambda n: GpuLease(n, lock_dir=tmp_path, poll_s=0.01))
+    return tmp_path
+
+
+def held(lock_dir) -> list[str]:
+    """The GPU lock files some open file description holds now."""
+    import fcntl
+
+    busy = []
+    for path in sorted(lock_dir.glob("gpu*.lock")):
+        with open(path, "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                busy.append(path.stem)
+    return busy
+
+
+def test_one_gpu_of_several_is_leased(leases):
+    one = Hardware("gpu", 1, "bf16-mixed", "auto")
+    with claim_devices(one) as devices, claim_devices(one) as other_devices:
+        assert (devices, other_devices) == ([0], [1])  # two runs at once, one GPU each
+        assert held(leases) == ["gpu0", "gpu1"]
+    with claim_devices(one) as again:
+        assert again == [0]  # a released GPU is free again
+    with claim_devices(Hardware("gpu", 2, "bf16-mixed", "ddp")) as devices:
+        assert devices == 2  # DDP takes them all
+    assert held(leases) == []
+
+
+def test_joblib_inside_a_slurm_allocation_still_leases_a_gpu(leases, monkeypatch):
+    """A SLURM allocation with several GPUs and a joblib sweep inside it: SLURM pins nothing per run, so each run
+    still takes its own GPU. Only a submitit task (SUBMITIT_EXECUTOR=slurm), which SLURM pins, goes without."""
+    one = Hardware("gpu", 1, "bf16-mixed", "auto")
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    with claim_devices(one) as devices, claim_devices(one) as other_devices:
+        assert (devices, other_devices) == ([0], [1])
+    monkeypatch.setenv("SUBMITIT_EXECUTOR", "local")  # submitit_local pins nothing either
+    with claim_devices(one) as devices:
+        assert devices == [0] and held(leases) == ["gpu0"]
+    monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
+    with claim_devices(one) as devices:
+        assert devices == 1 and held(leases) == []
+
+
+def test_the_gpu_lease_is_released_on_every_path(leases):
+    with pytest.raises(RuntimeError), claim_devices(Hardware("gpu", 1, "bf16-mixed", "auto")):
+        assert held(leases) == ["gpu0"]
+        raise RuntimeError("the run failed")
+    assert held(leases) == []
+
+
+# ---- precision: bf16 from compute capability 8.0 (Ampere) on -----------------------------------------------
+
+
+@pytest.mark.parametrize(("capabilities", "precision"), [
+    ([(8, 0), (8, 0)], "bf16-mixed"), ([(9, 0), (9, 0)], "bf16-mixed"),
+    ([(7, 0), (7, 0)], "16-mixed"),  # V100: torch.cuda.is_bf16_supported() says True (emulation)
+    ([(7, 5), (7, 5)], "16-mixed"),  # T4
+    ([(8, 6), (7, 5)], "16-mixed"),  # a mixed node: what every GPU of it can do
+])
+def test_bf16_only_from_compute_capability_8(two_gpus, monkeypatch, capabilities, precision):
+    asked = []
+
+    def capability(device=None):
+        asked.append(device)
+        return capabilities[device]
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90"])
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: pytest.fail("the probe must not touch GPU 0"))
+    assert resolve_hardware(TrainerConfig(max_steps=1)).precision == precision
+    assert sorted(asked) == [0, 1]  # a device-properties query of each GPU (no tensor, no context)
+    assert resolve_hardware(TrainerConfig(max_steps=1, precision="bf16")).precision == "bf16-mixed"  # as asked
+
+
+# ---- a GPU asked for where CUDA sees none: one line that says why --------------------------------------------
+
+
+def test_a_cpu_build_of_torch_is_named(no_gpu, monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(ConfigError) as e:
+        resolve_accelerator("gpu")
+    message = str(e.value)
+    assert "\n" not in message and message.startswith("trainer.accelerator=gpu: no CUDA GPU is visible here")
+    assert f"torch {torch.__version__} is a CPU-only build" in message and "--index-url" in message
+
+
+@pytest.mark.parametrize(("driver", "wheel"), [("535.104.05", "cu126"), ("470.82.01", "cu118"), (None, None)])
+def test_a_driver_too_old_for_the_wheel_is_named(no_gpu, monkeypatch, driver, wheel):
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(hardware, "nvidia_driver_version", lambda: driver)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(ConfigError) as e:
+        resolve_accelerator("gpu")
+    message = str(e.value)
+    assert "\n" not in message and "built for CUDA 13.0" in message
+    if driver:
+        assert f"NVIDIA driver {driver}" in message and "needs driver ≥ 580" in message
+        assert f"download.pytorch.org/whl/{wheel}" in message
+    else:
+        assert "no NVIDIA driver" in message
+
+
+def test_hidden_gpus_are_named(no_gpu, monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", "12.6")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(ConfigError, match="CUDA_VISIBLE_DEVICES is empty"):
+        resolve_accelerator("gpu")
+
+
+def test_a_wheel_without_kernels_for_the_gpu_is_named(two_gpus, monkeypatch):
+    """The CUDA 13 wheels have no Volta kernels: CUDA sees the V100, but nothing would run on it."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0))
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_75", "sm_80", "sm_90", "sm_100", "sm_120"])
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-32GB")
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    with pytest.raises(ConfigError, match=r"no kernels for Tesla V100-SXM2-32GB \(compute capability 7\.0\).*cu126"):
+        resolve_hardware(TrainerConfig(max_steps=1))
+
+
+def test_gpu_experiments_ask_for_a_gpu(no_gpu, monkeypatch, tmp_path):
+    """The GPU-sized experiments never fall back to the CPU silently: trainer=auto would, so they ask for a GPU."""
+    from ffnbench.config import compose
+    from ffnbench.train import check_run
+
+    monkeypatch.setattr(torch.version, "cuda", None)
+    for experiment in ("activations", "full"):
+        cfg = compose([f"experiment={experiment}", f"run_dir={tmp_path}"])
+        assert cfg.trainer.accelerator == "gpu"
+        with pytest.raises(ConfigError, match=r"^trainer\.accelerator=gpu: no CUDA GPU is visible here \(.*CPU-only"):
+            check_run(cfg)
+    assert compose(["experiment=quick"]).trainer.accelerator == "auto"  # the CPU-sized one runs anywhere
 
 
 def test_ranks_come_from_torchrun_or_slurm(monkeypatch):

@@ -2,6 +2,7 @@
 directory or checkpoint, and a refused start removes only what Hydra made for it."""
 
 import json
+import platform
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import torch
 from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.records import RUN_CONFIG_FILE
 from ffnbench.result import RESULT_FILE
-from ffnbench.rundir import last_checkpoint, plan_run, remove_failed_start, resolve_run_dir
+from ffnbench.rundir import RunLock, last_checkpoint, lock_holder, plan_run, remove_failed_start, resolve_run_dir
 
 CONFIG = {"seed": 0, "name": "exp", "optim": {"lr": 0.003}, "trainer": {"max_steps": 40, "progress_bar": True}}
 
@@ -126,3 +127,81 @@ def test_a_directory_that_holds_work_is_kept(tmp_path, work):
     (run_dir / work).write_text("{}")
     assert not remove_failed_start(run_dir, {"train.log"}, stop_at=tmp_path)
     assert (run_dir / work).exists() and (run_dir / ".hydra" / "config.yaml").exists()
+
+
+# ---- the resolved device and precision decide identity -------------------------------------------------------
+
+CPU_RUN = {**CONFIG, "trainer": {**CONFIG["trainer"], "accelerator": "cpu", "precision": "32-true"}}
+GPU_RUN = {**CONFIG, "trainer": {**CONFIG["trainer"], "accelerator": "gpu", "precision": "bf16-mixed"}}
+OLD_RUN = {**CONFIG, "trainer": {**CONFIG["trainer"], "accelerator": "auto", "precision": "auto"}}  # before
+
+
+def test_a_finished_cpu_run_is_not_skipped_by_a_gpu_run(tmp_path):
+    write(tmp_path / RUN_CONFIG_FILE, CPU_RUN)
+    write(tmp_path / RESULT_FILE, {"status": "finished"})
+    with pytest.raises(RunDirError, match=r"trainer\.accelerator: 'cpu' → 'gpu'; trainer\.precision: '32-true' → "
+                                          r"'bf16-mixed'"):
+        plan_run(tmp_path, GPU_RUN)
+    assert plan_run(tmp_path, CPU_RUN).action == "skip"
+
+
+def test_a_checkpoint_is_not_resumed_under_another_precision(tmp_path):
+    checkpoint(tmp_path, CPU_RUN, step=10)
+    with pytest.raises(RunDirError, match=r"different config \(trainer\.precision\)"):
+        plan_run(tmp_path, {**CPU_RUN, "trainer": {**CPU_RUN["trainer"], "precision": "bf16-mixed"}})
+    assert plan_run(tmp_path, CPU_RUN).action == "resume"
+
+
+def test_an_old_record_is_the_cpu_fp32_run_it_was(tmp_path):
+    write(tmp_path / RUN_CONFIG_FILE, OLD_RUN)
+    write(tmp_path / RESULT_FILE, {"status": "finished"})
+    assert plan_run(tmp_path, CPU_RUN).action == "skip"
+    with pytest.raises(RunDirError):
+        plan_run(tmp_path, GPU_RUN)
+
+
+def test_what_the_planner_cannot_resolve_is_left_to_the_run(tmp_path):
+    """Planning a SLURM sweep on a login node: the node's GPU decides the precision; the planner compares the rest."""
+    write(tmp_path / RUN_CONFIG_FILE, GPU_RUN)
+    write(tmp_path / RESULT_FILE, {"status": "finished"})
+    unknown = {**CONFIG, "trainer": {**CONFIG["trainer"], "accelerator": "gpu", "precision": "auto"}}
+    assert plan_run(tmp_path, unknown, undecided=("trainer.precision",)).action == "skip"
+    with pytest.raises(RunDirError):
+        plan_run(tmp_path, {**unknown, "seed": 5}, undecided=("trainer.precision",))
+
+
+# ---- one launch at a time: the run directory's lock --------------------------------------------------------
+
+
+def test_a_run_held_by_another_process_names_its_holder(tmp_path, hold_run):
+    run_dir = tmp_path / "run"
+    assert lock_holder(run_dir) is None  # nothing there: nobody holds it, and asking creates nothing
+    assert not run_dir.exists()
+    holder_process = hold_run(run_dir)
+    holder = lock_holder(run_dir)
+    assert (holder.host, holder.pid) == (platform.node(), holder_process.pid)
+    assert f"on {platform.node()} (pid {holder_process.pid}" in str(holder)
+    lock = RunLock(run_dir)
+    assert lock.acquire(retries=1) == holder  # a second launch is told who runs it
+    assert lock_holder(run_dir) == holder  # asking did not take it away
+    holder_process.kill()
+    holder_process.wait()
+    assert lock_holder(run_dir) is None  # a killed holder holds nothing: the lock went with its process
+    assert lock.acquire() is None and (run_dir / ".running").exists()
+    lock.release()
+    assert sorted(p.name for p in run_dir.iterdir()) == []  # the lock file goes with the lock
+
+
+def test_a_lock_on_a_new_directory_leaves_nothing_behind(tmp_path):
+    run_dir = tmp_path / "runs" / "new"
+    lock = RunLock(run_dir)
+    assert lock.acquire() is None and run_dir.is_dir()
+    lock.release()
+    assert not (tmp_path / "runs").exists() and tmp_path.is_dir()  # only what the lock made is removed
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "result.json").write_text("{}")
+    lock = RunLock(kept)
+    assert lock.acquire() is None
+    lock.release()
+    assert [p.name for p in kept.iterdir()] == ["result.json"]

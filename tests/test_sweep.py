@@ -10,16 +10,18 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 from rich.console import Console
 
 from ffnbench import sweep
-from ffnbench.config import compose
+from ffnbench.config import compose, to_container
 from ffnbench.errors import ConfigError
 from ffnbench.records import SWEEP_MANIFEST
 from ffnbench.result import RESULT_FILE
 from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
+REPO = Path(__file__).resolve().parent.parent
 EXPECTED_RUNS = {  # the grids of conf/experiment/*.yaml, counted by hand
     "quick": 3 * 3 + 2 * 2 + 2 + 2,
     "activations": 9 * 3 + 3 * 3,  # + the matched-init sensitivity arm
@@ -255,3 +257,100 @@ def test_every_claim_experiment_runs_with_micro_overrides(experiment, tmp_path):
     done = results(tmp_path, experiment)
     assert done and {r["status"] for r in done.values()} == {"finished"}
     assert (tmp_path / "runs" / experiment / "REPORT.md").exists()
+
+
+# ---- GPU nodes and clusters, planned on the CPU -----------------------------------------------------------------
+
+
+@pytest.fixture
+def cpu_only(monkeypatch):
+    """A machine without a GPU (a login node, this one)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+def test_a_slurm_sweep_planned_on_a_cpu_login_node_is_not_refused(tmp_path, monkeypatch, cpu_only):
+    """The runs train on the cluster's GPU nodes; only runs that really train on a CPU count towards CONFIRM=1."""
+    monkeypatch.setattr(sweep, "MAX_CPU_RUNS", 8)
+    args = [f"runs_root={tmp_path}", "slurm.partition=gpu"]
+    for experiment in ("quick", "activations"):  # trainer=auto, and a GPU experiment (trainer.accelerator=gpu)
+        runs, cfg = sweep.plan(experiment, "submitit_slurm", args)
+        sweep.check_plan(runs, cfg, "submitit_slurm", confirmed=False)
+    runs, cfg = sweep.plan("quick", "submitit_slurm", [*args, "trainer.accelerator=cpu"])
+    with pytest.raises(ConfigError, match=r"would train 17 runs on the CPU"):  # CPU jobs on the cluster: they count
+        sweep.check_plan(runs, cfg, "submitit_slurm", confirmed=False)
+    runs, cfg = sweep.plan("quick", None, [f"runs_root={tmp_path}"])  # trained here, on this CPU: they count
+    with pytest.raises(ConfigError, match=r"would train 17 runs on the CPU"):
+        sweep.check_plan(runs, cfg, None, confirmed=False)
+
+
+def test_a_gpu_sweep_started_on_a_machine_without_a_gpu_is_refused_before_it_starts(tmp_path, cpu_only):
+    runs, cfg = sweep.plan("bias", "joblib", [f"runs_root={tmp_path}"])
+    with pytest.raises(ConfigError, match=r"^trainer\.accelerator=gpu: no CUDA GPU is visible here \(.+\)"):
+        sweep.check_plan(runs, cfg, "joblib", confirmed=False)
+    runs, cfg = sweep.plan("bias", None, [f"runs_root={tmp_path}", "trainer.accelerator=cpu"])
+    sweep.check_plan(runs, cfg, None, confirmed=True)  # on the CPU on purpose
+
+
+def test_submitit_local_gets_the_gpus(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_90"])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    _, cfg = sweep.plan("linear", "submitit_local", [f"runs_root={tmp_path}"])
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("LocalLauncher")
+    assert (launcher.gpus_per_node, launcher.tasks_per_node, launcher.timeout_min) == (4, 1, cfg.slurm.timeout_min)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    runs, cfg = sweep.plan("linear", "submitit_local", [f"runs_root={tmp_path}"])
+    with pytest.raises(ConfigError, match=r"submitit_local gives its jobs GPUs 0\.\.n-1 .*'2,3'"):
+        sweep.check_plan(runs, cfg, "submitit_local", confirmed=False)
+
+
+def test_a_run_training_elsewhere_is_planned_as_running_and_not_started(tmp_path, hold_run):
+    args = [*micro_args(tmp_path), "seed=0", "ffn=gelu,swiglu"]
+    runs, _ = sweep.plan("linear", None, args)
+    held = runs[0].run_dir
+    holder = hold_run(held)
+    runs, _ = sweep.plan("linear", None, args)
+    assert [(r.run_dir, r.action) for r in runs] == [(held, "running"), (runs[1].run_dir, "start")]
+    assert f"(pid {holder.pid}" in runs[0].note
+    out = run_sweep("linear", "--no-report", "--", *args, tmp=tmp_path)
+    assert "2 runs: 0 skipped (already done), 0 resumed, 1 started, 1 running elsewhere" in out.stdout
+    assert f"{held.name}: already running on" in out.stdout  # the run itself said so, and did not start
+    assert not {RESULT_FILE, "run_config.json", "checkpoints"} & {p.name for p in held.iterdir()}
+    assert (runs[1].run_dir / RESULT_FILE).exists()
+    assert out.returncode == 1  # the sweep is not done while one of its runs is still training elsewhere
+
+
+def test_committed_cpu_records_are_still_the_same_runs(tmp_path, cpu_only):
+    """The published quick sweep (records from before the device and precision were stored resolved, `auto`)
+    is recognised run for run when planned again on a CPU: every run skipped, none refused."""
+    records = [json.loads(line) for line in (REPO / "experiments" / "cpu-quick" / "results.jsonl").open()]
+    for record in records:
+        run_dir = tmp_path / "quick" / record["run_name"]
+        run_dir.mkdir(parents=True)
+        (run_dir / "run_config.json").write_text(json.dumps(record["config"]))
+        (run_dir / RESULT_FILE).write_text(json.dumps(record))
+    assert {r["config"]["trainer"]["precision"] for r in records} == {"auto"}
+    runs, _ = sweep.plan("quick", None, [f"runs_root={tmp_path}"])
+    assert len(runs) == len(records) and {r.action for r in runs} == {"skip"}
+
+
+def test_a_slurm_rerun_from_a_login_node_skips_what_gpu_nodes_finished(tmp_path, cpu_only):
+    """The login node cannot resolve the nodes' precision: the planner leaves it to the run, and still sees the
+    finished runs (stored as gpu / bf16-mixed) as the same runs."""
+    args = [f"runs_root={tmp_path}", "slurm.partition=gpu", "seed=0", "ffn=gelu"]
+    runs, _ = sweep.plan("linear", "submitit_slurm", args)
+    finished = to_container(compose(runs[0].overrides))
+    finished["trainer"].update(accelerator="gpu", precision="bf16-mixed")
+    runs[0].run_dir.mkdir(parents=True)
+    (runs[0].run_dir / "run_config.json").write_text(json.dumps(finished))
+    (runs[0].run_dir / RESULT_FILE).write_text(json.dumps({"status": "finished"}))
+    assert sweep.plan("linear", "submitit_slurm", args)[0][0].action == "skip"
+    asked = [*args, "trainer.precision=16-mixed"]  # a precision given on the command line: known here, compared
+    runs, _ = sweep.plan("linear", "submitit_slurm", asked)
+    runs[0].run_dir.mkdir(parents=True)
+    (runs[0].run_dir / "run_config.json").write_text(json.dumps(finished))  # stored bf16-mixed
+    assert sweep.plan("linear", "submitit_slurm", asked)[0][0].action == "conflict"

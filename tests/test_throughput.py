@@ -14,10 +14,19 @@ from ffnbench.throughput import ThroughputMonitor, cpu_peak_flops, gpu_peak_flop
 @pytest.mark.parametrize(
     ("name", "precision", "peak"),
     [("NVIDIA H100 80GB HBM3", "bf16-mixed", 989e12), ("NVIDIA H100 PCIe", "bf16-mixed", 756e12),
-     ("NVIDIA H200", "bf16-mixed", 989e12), ("NVIDIA GH200 480GB", "bf16-mixed", 989e12),
-     ("NVIDIA A100-SXM4-80GB", "bf16-mixed", 312e12),
+     ("NVIDIA H100 NVL", "bf16-mixed", 835e12), ("NVIDIA H200", "bf16-mixed", 989e12),
+     ("NVIDIA H200 NVL", "bf16-mixed", 835e12), ("NVIDIA GH200 480GB", "bf16-mixed", 989e12),
+     ("NVIDIA H800", "bf16-mixed", 989e12), ("NVIDIA H800 PCIe", "bf16-mixed", 756e12),
+     ("NVIDIA A100-SXM4-80GB", "bf16-mixed", 312e12), ("NVIDIA A100 80GB PCIe", "16-mixed", 312e12),
      ("NVIDIA A100-SXM4-80GB", "32-true", 156e12), ("NVIDIA L40S", "bf16-mixed", 362e12),
-     ("NVIDIA A10G", "bf16-mixed", 70e12), ("Some Future GPU", "bf16-mixed", None)],
+     ("NVIDIA RTX A6000", "bf16-mixed", 154.8e12), ("NVIDIA A40", "bf16-mixed", 149.7e12),
+     ("NVIDIA RTX 6000 Ada Generation", "bf16-mixed", 364.2e12), ("NVIDIA A10G", "bf16-mixed", 70e12),
+     ("Tesla V100-SXM2-32GB", "16-mixed", 125e12), ("Tesla V100-SXM2-32GB", "bf16-mixed", None),  # emulated
+     ("Tesla T4", "16-mixed", 65e12),
+     ("NVIDIA RTX A1000", "bf16-mixed", None),  # not an A100
+     ("Quadro RTX 6000", "bf16-mixed", None),  # Turing, not the RTX 6000 Ada
+     ("NVIDIA L4", "bf16-mixed", 121e12), ("NVIDIA L40", "bf16-mixed", 181e12),
+     ("Some Future GPU", "bf16-mixed", None)],
 )
 def test_gpu_table(name, precision, peak):
     assert gpu_peak_flops(name, precision) == peak
@@ -42,14 +51,15 @@ def test_configured_peak_wins():
     assert throughput.peak_flops("cpu", "32-true", 1e12, None) == (1e12, "config (trainer.peak_flops)")
 
 
-def test_no_gpu_row_hides_another():
-    """The first row whose name is in the device name wins: a row after a shorter name inside it (GH200 after
-    H200) could never be reached, and a repeated name is a typo."""
-    names = [name.lower() for name, _, _ in throughput.GPU_PEAK_FLOPS]
-    assert len(names) == len(set(names))
-    for i, name in enumerate(names):
-        hiding = [earlier for earlier in names[:i] if earlier in name]
-        assert not hiding, f"{name!r} is shadowed by {hiding}"
+def test_every_gpu_row_is_reachable_by_its_own_name():
+    """Rows match whole words of the device name and the longest match wins: each row's own name finds it (a
+    row that a shorter one hid, like GH200 behind H200 before, would fail here), and names are unique."""
+    names = [name for name, *_ in throughput.GPU_PEAK_FLOPS]
+    assert len({n.lower() for n in names}) == len(names)
+    for name, bf16, fp16, fp32 in throughput.GPU_PEAK_FLOPS:
+        assert gpu_peak_flops(f"NVIDIA {name}", "16-mixed") == fp16, name
+        assert gpu_peak_flops(f"NVIDIA {name}", "bf16-mixed") == bf16, name
+        assert gpu_peak_flops(f"NVIDIA {name}", "32-true") == fp32, name
 
 
 # ---- ThroughputMonitor, driven through its Lightning hooks with a fake trainer and a fake clock ---------------

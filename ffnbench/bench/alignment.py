@@ -49,9 +49,10 @@ def measure(session: BenchSession) -> dict[str, Any]:
                      "ms": ms, "params": size.params, "ns_per_param": ms["median"] * 1e6 / size.params,
                      "tflops": 6 * s.align_tokens * matmul / (ms["median"] / 1e3) / 1e12,
                      "d_model": d, "tokens": s.align_tokens, "act": spec.act})
-    notes = [f"one SwiGLU FFN layer (no bias), d_model={d}, {s.align_tokens} tokens, forward + backward"
-             f"{' under bf16 autocast' if session.gpu else ' in fp32'}; median ± IQR/2 of {s.align_reps} interleaved "
-             f"repetitions of {s.align_inner} calls; ns/param = median time ÷ FFN parameters",
+    dtype = f"{session.precision} autocast" if session.gpu else "fp32"
+    notes = [f"one SwiGLU FFN layer (no bias), d_model={d}, {s.align_tokens} tokens, forward + backward in "
+             f"{dtype}; median ± IQR/2 of {s.align_reps} interleaved repetitions of {s.align_inner} calls; "
+             "ns/param = median time ÷ FFN parameters",
              "682 = 2/3·4·256 truncated (ffn.budget=4 with multiple_of=1 gives 683); 640 is the multiple of 128 below "
              "it, 704 and 768 the multiples of 64 and 256 above it",
              "C9: 704 must take no more time than 682 although larger, and 640 must cost no more per parameter than "
@@ -61,5 +62,5 @@ def measure(session: BenchSession) -> dict[str, Any]:
                      "rows show how this CPU's GEMMs treat the three sizes")
     settings = {"d_model": d, "tokens": s.align_tokens, "act": "swiglu", "bias": False, "reps": s.align_reps,
                 "inner": s.align_inner, "warmup_calls": WARMUP_CALLS, "device": str(session.device),
-                "dtype": "bf16 autocast" if session.gpu else "fp32"}
+                "dtype": dtype}
     return {"settings": settings, "load": load, "rows": rows, "notes": notes}

@@ -5,7 +5,7 @@
   1 overhead   tokens/s of the real pipeline (train(): Lightning, logging, callbacks) ÷ tokens/s of a minimal
                hand-written PyTorch loop over the same model, batches, AdamW and clipping     → overhead.json
   2 mfu        achieved model FLOP/s ÷ peak FLOP/s (CPU: the fp32 GEMM probe of throughput.py, measured here;
-               GPU: the datasheet bf16 peak), tiny and small models                              → mfu.json
+               GPU: the datasheet dense peak), tiny and small models                             → mfu.json
   3 variants   every FFN variant at matched budget: one FFN layer forward+backward, and a whole training
                step, eager and compiled                                                          → variants.json
   4 alignment  one SwiGLU layer at d_ff = 682 / 704 / 768 (multiple of 1 / 64 / 256): time and time per
@@ -16,7 +16,8 @@
 Method: warm-up steps and calls are excluded; repetitions are interleaved (A B, B A, A B, ...) so slow drift of
 the machine hits every contender alike; every figure is the median of its repetitions with the interquartile
 range (IQR) and the count; ratios are taken per repetition between measurements made side by side. On a GPU
-timed regions are bracketed by torch.cuda.synchronize(), models run under bf16 autocast and compiled."""
+timed regions are bracketed by torch.cuda.synchronize(), models run compiled under the autocast trainer=gpu uses
+there (bf16, or fp16 before Ampere)."""
 
 from __future__ import annotations
 
@@ -101,12 +102,31 @@ def _warn_if_busy() -> None:
               f"by other processes, load {snapshot['loadavg']}): timings will be low and noisy", file=sys.stderr)
 
 
+def run_benchmarks(session: BenchSession, names: list[str], header: dict[str, Any], out: Path) -> dict[str, dict]:
+    """Run benchmarks `names` in `session`: print each one's table and write its record (`header` + what it
+    measured + the load meanwhile) to <out>/<name>.json. Returns the records by benchmark name."""
+    from ffnbench.records import write_json_atomic
+
+    results = {}
+    for name in names:
+        t0, meter = time.perf_counter(), LoadMeter()
+        measured = MEASURE[name](session)
+        during = meter.read()
+        print(render(name, measured), flush=True)
+        results[name] = record = {
+            "benchmark": name, **header, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "quick": session.quick,
+            "settings": measured.pop("settings"), "load": {**measured.pop("load"), "during": during},
+            "rows": measured.pop("rows"), **measured}
+        write_json_atomic(out / f"{name}.json", record)
+        busy = f"; other processes used {during['others_busy_fraction']:.1%} of the CPU" if during else ""
+        print(f"  ({name}: {time.perf_counter() - t0:.0f} s{busy} → {out / (name + '.json')})")
+    return results
+
+
 @user_errors_exit
 def main(argv: list[str] | None = None) -> dict[str, dict]:
     """Run the chosen benchmarks; print each one's tables and write its record to <out>/<label>/<name>.json.
     Returns the records by benchmark name."""
-    from ffnbench.records import write_json_atomic
-
     argv = sys.argv[1:] if argv is None else argv
     args = parser().parse_args(argv)
     names = parse_only(args.only)
@@ -114,30 +134,18 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     device = torch_device(accelerator)
     label = check_label(args.label or platform.node() or "unknown")
     out = Path(args.out).expanduser() / label
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high")  # as train() does on a GPU (the machine block records it)
     header = {"machine": machine(label, accelerator), "command": shlex.join(["python", "-m", "ffnbench.bench", *argv])}
     started = time.perf_counter()
-    if device.type == "cuda":
-        torch.set_float32_matmul_precision("high")  # as train() does on a GPU
     m = header["machine"]
     print(f"ffnbench bench: {', '.join(names)} on {m.get('gpu') or m['cpu']} ({m['cpu_count']} cores, "
           f"{m['torch_threads']} threads, torch {m['torch']}){' [quick]' if args.quick else ''} → {out}")
     _warn_if_busy()
-    results = {}
     with tempfile.TemporaryDirectory(prefix="ffnbench-bench-") as work:
         session = BenchSession(device=device, quick=args.quick, sizes=sizes_for(args.quick, device.type == "cuda"),
                                work=Path(work), cache_dir=_default_cache_dir())
-        for name in names:
-            t0, meter = time.perf_counter(), LoadMeter()
-            measured = MEASURE[name](session)
-            during = meter.read()
-            print(render(name, measured), flush=True)
-            results[name] = record = {
-                "benchmark": name, **header, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "quick": args.quick,
-                "settings": measured.pop("settings"), "load": {**measured.pop("load"), "during": during},
-                "rows": measured.pop("rows"), **measured}
-            write_json_atomic(out / f"{name}.json", record)
-            busy = f"; other processes used {during['others_busy_fraction']:.1%} of the CPU" if during else ""
-            print(f"  ({name}: {time.perf_counter() - t0:.0f} s{busy} → {out / (name + '.json')})")
+        results = run_benchmarks(session, names, header, out)
     total = time.perf_counter() - started
     print(f"\nffnbench bench: done in {total:.0f} s ({total / 60:.1f} min); JSON in {out}")
     return results

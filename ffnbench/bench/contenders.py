@@ -125,8 +125,9 @@ class Pipeline:
 class HandLoop:
     """The minimal PyTorch training loop the pipeline is measured against: the same GPT, the same batches (the
     data module's windows), the same AdamW and schedule (module.build_optimizer), the same gradient clipping,
-    bf16 autocast and compiled blocks on a GPU as the pipeline has there, and the loss read once per logging
-    window, as any loop that prints its loss does. Nothing else: no hooks, no logging, no checkpoints.
+    autocast (bf16, or fp16 with a gradient scaler before Ampere) and compiled blocks on a GPU as the pipeline has
+    there, and the loss read once per logging window, as any loop that prints its loss does. Nothing else: no
+    hooks, no logging, no checkpoints.
 
     Args:
         session: the device and precision.
@@ -150,9 +151,12 @@ class HandLoop:
         self.total_steps = int(cfg.trainer.max_steps or 1000)
         self.model = GPT(self.mcfg, seed=int(cfg.seed)).to(self.device)
         if session.gpu if compile is None else compile:
+            torch._dynamo.reset()  # a fresh loop compiles afresh, as a fresh run: no earlier loop's cache or limit
             for block in self.model.blocks:
                 block.compile()
         self.optimizer, self.scheduler = build_optimizer(self.model, self.optim, self.total_steps, self.device)
+        # fp16 needs its loss scaled (and the gradients unscaled before clipping); disabled, it changes nothing
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=session.precision == "16-mixed")
         self.batches = batches or data_batches(cfg, self.mcfg.seq_len, pin=session.gpu)
         self.tokens_per_step = int(cfg.data.batch_size) * self.mcfg.seq_len
         self.i = 0
@@ -164,10 +168,12 @@ class HandLoop:
         y = y.to(self.device, non_blocking=True)
         with self.session.autocast():
             loss = self.model(x, y)
-        loss.backward()
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
         clip = self.optim.get("grad_clip")
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip if clip else math.inf)
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.loss = loss.detach()

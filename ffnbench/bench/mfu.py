@@ -1,6 +1,7 @@
 """Benchmark 2, MFU: achieved model FLOP/s ÷ peak FLOP/s of the pipeline and of the hand loop. On a CPU the
 peak is throughput.py's probe (the best of timed 1024×1024 fp32 GEMMs, about a second each), run here as one more
-interleaved contender, so that it sees the same machine state as the models; on a GPU the datasheet bf16 peak."""
+interleaved contender, so that it sees the same machine state as the models; on a GPU the datasheet dense peak at
+the precision trainer=gpu trains in there (bf16, or fp16 before Ampere)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ from ffnbench.tables import fmt
 
 
 def gpu_peak(session: BenchSession) -> dict[str, Any]:
-    """The denominator of MFU on a GPU: the datasheet bf16 dense peak, and where it comes from."""
+    """The denominator of MFU on a GPU: the datasheet dense peak at the session's precision, and its source."""
     from ffnbench.throughput import gpu_peak_flops
 
     name = torch.cuda.get_device_name(session.device)
-    peak = gpu_peak_flops(name, "bf16-mixed")
+    peak = gpu_peak_flops(name, session.precision)
     return {"peak_flops": peak,
-            "source": (f"datasheet bf16 dense peak of {name} (throughput.GPU_PEAK_FLOPS)" if peak
-                       else f"unknown GPU {name!r}: not in throughput.GPU_PEAK_FLOPS")}
+            "source": (f"datasheet dense {session.precision} peak of {name} (throughput.GPU_PEAK_FLOPS)" if peak
+                       else f"no {session.precision} peak for {name!r} in throughput.GPU_PEAK_FLOPS")}
 
 
 def cpu_peak(session: BenchSession, probe_readings: list[float]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ the scratch and cache directories, and the goals the tables check."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,15 +94,19 @@ class BenchSession:
         return self.device.type == "cuda"
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        """bf16 autocast on a GPU (as trainer=gpu trains), nothing on the CPU (fp32)."""
+        """The GPU's autocast as trainer=gpu trains (bf16, or fp16 before Ampere), nothing on the CPU (fp32)."""
         if self.gpu:
-            return torch.autocast("cuda", dtype=torch.bfloat16)
+            return torch.autocast("cuda", dtype=torch.bfloat16 if self.precision == "bf16-mixed" else torch.float16)
         return contextlib.nullcontext()
 
     def trainer_overrides(self) -> list[str]:
-        """The trainer a user gets on this device: trainer=gpu (bf16-mixed, compiled blocks) or the CPU (fp32)."""
+        """The trainer a user gets on this device: trainer=gpu (mixed precision, compiled blocks) or the CPU (fp32)."""
         return ["trainer=gpu"] if self.gpu else ["trainer.accelerator=cpu"]
 
-    @property
+    @functools.cached_property
     def precision(self) -> str:
-        return "bf16-mixed" if self.gpu else "32-true"
+        """What trainer=gpu trains in here (hardware.resolve_precision: bf16-mixed from compute capability 8.0 on,
+        16-mixed before it), 32-true on the CPU."""
+        from ffnbench.hardware import resolve_precision
+
+        return resolve_precision("gpu" if self.gpu else "cpu", "auto")

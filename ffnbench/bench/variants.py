@@ -98,6 +98,6 @@ def _measure(session: BenchSession) -> dict[str, Any]:
     settings = {"overrides": pipeline_overrides(session, s.variant_model, s.variant_batch), "budget": BUDGET,
                 "tokens": n_tokens, "reps": s.variant_reps, "layer_inner": s.variant_layer_inner,
                 "step_inner": s.variant_step_inner, "warmup_calls": 3, "compiled": sorted(compiled),
-                "device": str(session.device), "autocast": "bf16" if session.gpu else None}
+                "device": str(session.device), "autocast": session.precision if session.gpu else None}
     return {"settings": settings, "load": load, "rows": rows, "notes": notes}
 
