@@ -1,5 +1,5 @@
-"""Loggers: metrics.csv in the run directory (resumable), Weights & Biases (offline unless logged in), and
-the Lightning log lines and warnings a run leaves out."""
+"""Loggers: metrics.csv in the run directory (resumable), Weights & Biases (online only when logged in and the
+W&B host answers), and the Lightning log lines and warnings a run leaves out."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import hashlib
 import logging
 import netrc
 import os
+import sys
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from ffnbench.errors import ConfigError
+from ffnbench.tokenizer import unreachable
 
 if TYPE_CHECKING:
     from ffnbench.ffn import FFNSpec
@@ -125,14 +127,40 @@ def has_wandb_credentials() -> bool:
     return any("wandb" in host for host in hosts)
 
 
+def wandb_host() -> tuple[str, int]:
+    """The W&B server's host and port: WANDB_BASE_URL (a server of one's own) or api.wandb.ai."""
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+    return url.hostname or "api.wandb.ai", url.port or (80 if url.scheme == "http" else 443)
+
+
 def wandb_mode(requested: str | None) -> str:
-    """`auto` (the default) is online when credentials exist, offline otherwise; anything else is as asked."""
+    """`logger.wandb.mode` checked (a ConfigError names a bad one): online | offline | disabled | auto."""
     requested = (requested or "auto").lower()
     if requested not in WANDB_MODES:
         raise ConfigError(f"logger.wandb.mode: expected one of {', '.join(WANDB_MODES)}, got {requested!r}")
-    if requested == "auto":
-        return "online" if has_wandb_credentials() else "offline"
     return requested
+
+
+def resolve_wandb_mode(requested: str | None, run_dir: Path | None = None) -> str:
+    """The mode a run's wandb starts in. `auto` (the default) is online only with credentials (WANDB_API_KEY or
+    ~/.netrc) *and* a route to the W&B host: a compute node often shares the login node's ~/.netrc but has no
+    route out, and there wandb.init would sit in its retries until it times out. Else offline, with the
+    `wandb sync` line that uploads the run later. Any other mode is as asked."""
+    requested = wandb_mode(requested)
+    if requested != "auto":
+        return requested
+    if not has_wandb_credentials():
+        return "offline"
+    host, port = wandb_host()
+    why = unreachable(host, port)
+    if why is None:
+        return "online"
+    where = f"{run_dir}/wandb/offline-run-*" if run_dir else "<run_dir>/wandb/offline-run-*"
+    print(f"ffnbench: wandb: {host} is unreachable ({why}); logging offline. Upload later from a machine "
+          f"that reaches it: wandb sync {where}", file=sys.stderr)
+    return "offline"
 
 
 def wandb_run_id(run_dir: Path) -> str:
@@ -144,7 +172,7 @@ def make_wandb_logger(wcfg: dict, run_dir: Path, group: str, run_name: str, tags
     import wandb
     from lightning.pytorch.loggers import WandbLogger
 
-    mode = wandb_mode(wcfg.get("mode"))
+    mode = resolve_wandb_mode(wcfg.get("mode"), run_dir)
     return WandbLogger(
         project=wcfg.get("project") or "ffnbench",
         entity=wcfg.get("entity"),

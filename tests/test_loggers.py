@@ -5,23 +5,54 @@ from pathlib import Path
 
 import pytest
 
+from ffnbench import loggers
 from ffnbench.errors import ConfigError
 from ffnbench.ffn import FFNSpec
-from ffnbench.loggers import RunCSVLogger, wandb_mode, wandb_run_id, wandb_tags
+from ffnbench.loggers import RunCSVLogger, resolve_wandb_mode, wandb_mode, wandb_run_id, wandb_tags
+
+
+def login_with_netrc(home):
+    (home / ".netrc").write_text("machine api.wandb.ai login user password secret\n")
+    (home / ".netrc").chmod(0o600)
 
 
 def test_wandb_is_offline_without_credentials(monkeypatch, tmp_path):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert wandb_mode("auto") == "offline"
-    (tmp_path / ".netrc").write_text("machine api.wandb.ai login user password secret\n")
-    (tmp_path / ".netrc").chmod(0o600)
-    assert wandb_mode("auto") == "online"
+    monkeypatch.setattr(loggers, "unreachable", lambda host, port=443: None)  # the W&B host answers
+    assert resolve_wandb_mode("auto") == "offline"
+    login_with_netrc(tmp_path)
+    assert resolve_wandb_mode("auto") == "online"
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
-    assert wandb_mode(None) == "online"
-    assert wandb_mode("offline") == "offline"
+    assert resolve_wandb_mode(None) == "online"
+    assert resolve_wandb_mode("offline") == "offline"
     with pytest.raises(ConfigError, match="logger.wandb.mode"):
         wandb_mode("sometimes")
+
+
+def test_credentials_on_a_node_without_a_route_out_log_offline(monkeypatch, tmp_path, capsys):
+    # A compute node that shares ~/.netrc with the login node but cannot reach the W&B host: wandb.init would
+    # sit in its retries and time out, so the run logs offline and says how to upload it later.
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_BASE_URL", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    login_with_netrc(tmp_path)
+    probes = []
+
+    def no_route(host, port=443):
+        probes.append((host, port))
+        return "OSError: [Errno 101] Network is unreachable"
+
+    monkeypatch.setattr(loggers, "unreachable", no_route)
+    assert resolve_wandb_mode("auto", tmp_path / "run") == "offline"
+    assert probes == [("api.wandb.ai", 443)]
+    err = capsys.readouterr().err
+    assert "api.wandb.ai is unreachable" in err and f"wandb sync {tmp_path / 'run'}/wandb/offline-run-*" in err
+    monkeypatch.setenv("WANDB_BASE_URL", "http://wandb.cluster.local:8080")  # a W&B server of one's own
+    resolve_wandb_mode("auto")
+    assert probes[-1] == ("wandb.cluster.local", 8080)
+    assert resolve_wandb_mode("online") == "online"  # asked for: as asked, no probe
+    assert len(probes) == 2
 
 
 def test_wandb_run_id_is_stable_per_run_dir():

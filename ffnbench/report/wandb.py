@@ -25,9 +25,7 @@ WANDB_STATES = {"finished": "finished", "running": "running", "crashed": "failed
 def check_wandb_online() -> None:
     """Fail at once, with the fix, wherever the W&B API cannot answer: offline mode, no credentials, or no
     route to the server (a short socket probe, so an offline machine does not sit in the client's retries)."""
-    from urllib.parse import urlparse
-
-    from ffnbench.loggers import has_wandb_credentials
+    from ffnbench.loggers import has_wandb_credentials, wandb_host
     from ffnbench.tokenizer import unreachable
 
     mode = os.environ.get("WANDB_MODE", "").lower()
@@ -37,8 +35,8 @@ def check_wandb_online() -> None:
     if not has_wandb_credentials():
         raise FFNBenchError("--wandb: no W&B credentials (set WANDB_API_KEY or run `wandb login`); or build the "
                             "report from disk: `make report SWEEP=<dir>`")
-    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
-    why = unreachable(host)
+    host, port = wandb_host()
+    why = unreachable(host, port)
     if why:
         raise FFNBenchError(f"--wandb: {host} is unreachable ({why}); build the report from disk instead: "
                             "`make report SWEEP=<dir>`")
