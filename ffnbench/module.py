@@ -203,7 +203,11 @@ class LMModule(L.LightningModule):
         return {"val_loss": loss, "val_bpb": bits_per_byte(loss, bytes_per_token), "windows": windows.tolist()}
 
     def _log_validation(self, record: dict[str, Any]) -> None:
-        metrics = {"val/loss": record["val_loss"], "val/bpb": record["val_bpb"]}
+        # `step`: Lightning takes a logged metric of that name as the row's step, so the validation after k steps is
+        # logged at k, as result.json's curve has it (not at k - 1, the index of the batch that ended there).
+        # `tokens`: the x-axis of every W&B panel (loggers.define_wandb_metrics), on validation rows too.
+        metrics = {"step": float(record["step"]), "tokens": float(record["tokens"]),
+                   "val/loss": record["val_loss"], "val/bpb": record["val_bpb"]}
         if "final" in record:
             metrics.update({"val/final_loss": record["final"]["val_loss"], "val/final_bpb": record["final"]["val_bpb"]})
         metrics.update({f"ffn/{k}": v for k, v in record["ffn"]["mean"].items()})

@@ -1,14 +1,15 @@
-"""Loggers: wandb's mode follows the credentials, and a resumed run's metrics.csv keeps its rows."""
+"""Loggers: wandb's mode follows the credentials and the route to W&B, a run's wandb id is its own, and a
+resumed run's metrics.csv keeps its rows."""
 
 import csv
-from pathlib import Path
+import shutil
 
 import pytest
 
 from ffnbench import loggers
 from ffnbench.errors import ConfigError
 from ffnbench.ffn import FFNSpec
-from ffnbench.loggers import RunCSVLogger, resolve_wandb_mode, wandb_mode, wandb_run_id, wandb_tags
+from ffnbench.loggers import RunCSVLogger, make_loggers, resolve_wandb_mode, wandb_mode, wandb_tags
 
 
 def login_with_netrc(home):
@@ -55,10 +56,23 @@ def test_credentials_on_a_node_without_a_route_out_log_offline(monkeypatch, tmp_
     assert len(probes) == 2
 
 
-def test_wandb_run_id_is_stable_per_run_dir():
-    # sha1 of the resolved path: the same directory gives the same id in any process, so a resume continues it
-    assert wandb_run_id(Path("/runs/quick/gelu-b4-nobias-s0")) == "72f93194b88fbba4"
-    assert wandb_run_id(Path("/runs/quick/./relu-b4-nobias-s0")) == "ec65cc038cfaec99"
+def test_a_recreated_run_directory_starts_a_new_wandb_run_and_a_resume_continues_it(tmp_path):
+    run_dir = tmp_path / "gelu-b4-nobias-s0"
+    config = {"name": "quick", "model": {"name": "tiny"}, "seed": 0}
+
+    def wandb_id(resumed_from):
+        [logger] = make_loggers({"wandb": {"mode": "offline"}}, run_dir, config, FFNSpec("gelu", budget=4),
+                                resumed_from, True)
+        return logger.version
+
+    run_dir.mkdir()
+    first = wandb_id(None)
+    assert wandb_id(resumed_from=20) == first  # a resume appends to the same wandb run
+    shutil.rmtree(run_dir)
+    run_dir.mkdir()  # the same path, a new run: its history must not be mixed into the old run's
+    second = wandb_id(None)
+    assert second != first
+    assert wandb_id(None) != second  # a fresh start over a failed one (no checkpoint) starts from step 0 again
 
 
 def test_wandb_tags_say_the_ffn_size_and_seed():

@@ -14,11 +14,13 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from wandb_files import run_info
+from wandb_files import read_run, run_files
 
 from ffnbench.config import compose
 from ffnbench.errors import ConfigError, DataError, RunDirError
+from ffnbench.loggers import WANDB_RUN_FILE
 from ffnbench.records import RUN_CONFIG_FILE
+from ffnbench.report import wandb as report_wandb
 from ffnbench.result import RESULT_FILE, RunResult
 from ffnbench.train import train
 
@@ -239,17 +241,32 @@ def test_compile_on_cpu_matches_eager(cache_dir, tmp_path):
     assert "model.blocks.0.ffn.w_up.weight" in state
 
 
-def test_wandb_offline_run_has_config_tags_and_summary(cache_dir, tmp_path, monkeypatch):
-    monkeypatch.delenv("WANDB_MODE", raising=False)
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc credentials: offline
-    result = train(micro(cache_dir, tmp_path / "wb", "logger=wandb", "trainer.max_steps=10", "ffn=swiglu"))
-    info = run_info(tmp_path / "wb")
-    assert info["group"] == "default"
-    assert {"act:swiglu", "budget:4", "bias:off", "size:micro", "seed:0"} <= set(info["tags"])
-    assert json.loads(info["config"]["ffn"])["act"] == "swiglu"
-    assert json.loads(info["summary"]["final/val_loss"]) == pytest.approx(result.metrics["final_val_loss"])
-    assert json.loads(info["summary"]["status"]) == "finished"
+def test_wandb_run_resumes_under_its_id_plots_against_tokens_and_has_the_report_keys(cache_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run_dir, overrides = tmp_path / "wb", ["logger=wandb", "ffn=swiglu"]
+    with pytest.raises(RuntimeError, match="stopped at step 27"):  # rows up to step 24 logged, checkpoint at 20
+        train(micro(cache_dir, run_dir, *overrides), callbacks=[StopAt(27)])
+    result = train(micro(cache_dir, run_dir, *overrides))
+    assert result.resumed_from_step == 20 and result.status == "finished"
+    first, resumed = (read_run(f) for f in run_files(run_dir))
+    # one wandb run, in two parts: `wandb sync` appends the second to the first
+    assert first["id"] == resumed["id"] == json.loads((run_dir / WANDB_RUN_FILE).read_text())["id"]
+    assert resumed["group"] == "default"
+    assert {"act:swiglu", "budget:4", "bias:off", "size:micro", "seed:0"} <= set(resumed["tags"])
+    assert json.loads(resumed["config"]["ffn"])["act"] == "swiglu"  # the report groups by config.ffn.act
+    assert json.loads(resumed["summary"]["final/val_loss"]) == pytest.approx(result.metrics["final_val_loss"])
+    assert json.loads(resumed["summary"]["status"]) == "finished"
+    # tokens is the x-axis of the training, validation and FFN metrics
+    assert all(resumed["metrics"][glob] == "tokens" for glob in ("train/*", "val/*", "ffn/*"))
+    rows = first["history"] + resumed["history"]
+    # every validation row carries tokens, at the step result.json gives it (the final validation repeats the last)
+    validation = [(r["trainer/global_step"], r["tokens"]) for r in rows if "val/loss" in r]
+    curve = [(c["step"], c["tokens"]) for c in result.curve]
+    assert validation == [*curve, curve[-1]]
+    # the steps retrained after the checkpoint (21-27) are not logged a second time
+    assert [r["trainer/global_step"] for r in rows if "train/loss" in r] == list(range(4, 40, 5))
+    # every key the W&B report plots is one the run logged
+    assert report_wandb.report_keys() <= set(resumed["summary"]) | {key for row in rows for key in row}
 
 
 def run_cli(*args, cwd=None, env=None):

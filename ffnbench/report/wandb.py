@@ -98,6 +98,31 @@ def load_wandb(path: str, group: str | None) -> Loaded:
     return checked(loaded)
 
 
+# The W&B report's panels: (kind, title, x, metrics). Every key is one a run logs (history) or puts in its summary
+# (RunResult.wandb_summary, whose keys come from summary_key); a test checks them against a real run's files.
+REPORT_PANELS: tuple[tuple[str, str, str | None, tuple[str, ...]], ...] = (
+    ("line", "Validation curves", "tokens", ("val/loss",)),
+    ("scatter", "Loss vs FFN params", "params/ffn_per_layer", (summary_key("final_val_loss"),)),
+    ("bar", "Matched-budget loss", None, (summary_key("final_val_loss"),)),
+    ("bar", "Zero fraction / dead units", None, ("final/ffn_zero_frac", "final/ffn_dead_frac")),
+    ("bar", "Throughput", None, ("perf/tokens_per_s",)),
+)
+REPORT_GROUP_BY = "ffn.act"  # a config key: the runs of one FFN are one line / bar
+
+
+def report_keys() -> set[str]:
+    """Every run key (history or summary) the report's panels plot."""
+    return {key for _, _, x, metrics in REPORT_PANELS for key in (*([x] if x else []), *metrics)}
+
+
+def _panel(wr: Any, kind: str, title: str, x: str | None, metrics: tuple[str, ...]) -> Any:
+    if kind == "line":
+        return wr.LinePlot(title=title, x=x, y=list(metrics))
+    if kind == "scatter":
+        return wr.ScatterPlot(title=title, x=x, y=metrics[0])
+    return wr.BarPlot(title=title, metrics=list(metrics))
+
+
 def create_wandb_report(path: str, group: str | None, results: list[ClaimResult]) -> str:
     """A W&B report with the same panels as REPORT.md's figures, over the project's runs (grouped by FFN)."""
     require_workspaces()
@@ -105,19 +130,12 @@ def create_wandb_report(path: str, group: str | None, results: list[ClaimResult]
 
     entity, project = path.split("/", 1)
     runset = wr.Runset(entity=entity, project=project, name=group or project,
-                       filters=f"Config('name') == '{group}'" if group else None, groupby=["config.ffn.act"])
+                       filters=f"Config('name') == '{group}'" if group else None,
+                       groupby=[f"config.{REPORT_GROUP_BY}"])
     verdicts = "\n".join(f"- **{r.claim.id}** {r.verdict.verdict}: {r.effect or r.verdict.reason}" for r in results)
     report = wr.Report(entity=entity, project=project, title=f"ffnbench: {group or project}",
                        description="FFN claims tested by ffnbench", blocks=[
                            wr.H1("Claims"), wr.MarkdownBlock(text=verdicts),
-                           wr.PanelGrid(runsets=[runset], panels=[
-                               wr.LinePlot(title="Validation curves", x="tokens", y=["val/loss"]),
-                               wr.ScatterPlot(title="Loss vs FFN params", x="params/ffn_per_layer",
-                                              y="final/final_val_loss"),
-                               wr.BarPlot(title="Matched-budget loss", metrics=["final/final_val_loss"]),
-                               wr.BarPlot(title="Zero fraction / dead units",
-                                          metrics=["final/ffn_zero_frac", "final/ffn_dead_frac"]),
-                               wr.BarPlot(title="Throughput", metrics=["perf/tokens_per_s"]),
-                           ])])
+                           wr.PanelGrid(runsets=[runset], panels=[_panel(wr, *p) for p in REPORT_PANELS])])
     report.save()
     return str(report.url)
