@@ -11,6 +11,7 @@ import lightning as L
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling
 
 from ffnbench.config import OptimConfig, optim_config
 from ffnbench.ffn import ActivationStats
@@ -126,6 +127,12 @@ class LMModule(L.LightningModule):
             self.trainer.should_stop = True
 
     def on_before_optimizer_step(self, optimizer) -> None:
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None)
+        if scaler is not None and _optimizer_handles_unscaling(optimizer):
+            # 16-mixed: Lightning leaves a fused AdamW to unscale inside its step, after this hook, so the gradient
+            # here is still × the loss scale. Unscale it now (the scaler's step then passes no scale to the fused
+            # kernel, and still skips a step with inf/NaN), so clipping and the logged norm see the true gradient.
+            scaler.unscale_(optimizer)
         clip = self.optim.grad_clip
         norm = torch.nn.utils.clip_grad_norm_(self.parameters(), clip if clip else math.inf)
         if self._logging_step():
