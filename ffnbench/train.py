@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from ffnbench.accounting import count_flops, count_params
 from ffnbench.callbacks import PeriodicCheckpoint, StepTimes
 from ffnbench.cli import user_errors_exit
+from ffnbench.compiling import CompileWatch
 from ffnbench.config import (
     OptimConfig,
     TrainerConfig,
@@ -120,6 +121,7 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
     flops = count_flops(run.model)
     peak, peak_source = peak_flops(run.hw.accelerator, run.hw.precision, t.peak_flops,
                                    Path(str(run.config["data"]["cache_dir"])).expanduser())
+    compiled = CompileWatch(t.compile)  # before the model is built: a fresh dynamo cache for this run
     module = LMModule(run.model, run.optim, seed=run.seed, total_steps=run.total_steps,
                       tokens_per_step=run.tokens_per_step, val_bytes_per_token=dm.val_bytes_per_token,
                       log_every=t.log_every, compile=t.compile, fingerprint=run.config)
@@ -161,7 +163,7 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
             steps=module.global_step if module._trainer is not None else 0, tokens_per_step=run.tokens_per_step,
             total_steps=run.total_steps, resumed_from=plan.resumed_from,
             data={**dm.info, "val_bytes_per_token": dm.val_bytes_per_token}, throughput=thr.summary(),
-            hw=run.hw, started=started)
+            hw=run.hw, started=started, compile=compiled.record())
         if is_rank_zero:
             result.write(run.run_dir)
             finish_wandb(exit_code, summary=result.wandb_summary())

@@ -236,9 +236,30 @@ def test_compile_on_cpu_matches_eager(cache_dir, tmp_path):
     compiled = train(micro(cache_dir, tmp_path / "compiled", "trainer.max_steps=10", "trainer.compile=true"))
     for a, b in zip(eager.curve, compiled.curve):
         assert b["val_loss"] == pytest.approx(a["val_loss"], abs=1e-4)
+    assert eager.compile == {"enabled": False} and compiled.compile["compiled"]  # result.json says which
     # compiling in place keeps the checkpoint keys
     state = torch.load(tmp_path / "compiled" / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
     assert "model.blocks.0.ffn.w_up.weight" in state
+
+
+@pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_every_run_of_a_multirun_process_is_compiled(cache_dir, tmp_path, monkeypatch, backend):
+    # The basic and joblib launchers train many configs in one process. Sharing one dynamo cache, the blocks'
+    # forward hit dynamo's recompile limit (8) by the third or fourth variant and every later run was eager.
+    # dynamo's caching is the same whatever the backend; "eager" only skips inductor's code generation (minutes).
+    from torch._dynamo.utils import counters
+
+    if backend != "inductor":
+        compile_ = torch.nn.Module.compile
+        monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: compile_(self, backend=backend, **kw))
+    for act in ("relu", "gelu", "swiglu", "relu2"):
+        frames = Counter(counters["frames"])
+        result = train(micro(cache_dir, tmp_path / act, f"ffn={act}", "trainer.compile=true", "trainer.max_steps=2",
+                             "trainer.val_every=2", "data.final_val_tokens=1024"))
+        frames = Counter(counters["frames"]) - frames
+        assert frames["total"] > 0 and frames["ok"] == frames["total"], (act, frames)  # no frame left eager
+        assert result.compile["compiled"] and result.compile["eager_frames"] == 0, (act, result.compile)
+        assert result.compile["frames"] == frames["ok"] and result.compile["graph_breaks"] == 0
 
 
 def test_wandb_run_resumes_under_its_id_plots_against_tokens_and_has_the_report_keys(cache_dir, tmp_path, monkeypatch):
