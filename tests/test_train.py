@@ -85,7 +85,8 @@ def test_result_json_has_every_field(finished):
     assert list(on_disk) == ["schema", "status", "error", "name", "run_name", "run_dir", "seed", "config", "ffn",
                              "model", "params", "flops", "data", "metrics", "ffn_stats", "curve", "steps",
                              "total_steps", "tokens", "tokens_per_step", "resumed_from_step", "throughput",
-                             "wall_time_s", "hardware", "versions", "git", "finished_at", "val_windows"]
+                             "wall_time_s", "hardware", "versions", "git", "finished_at", "val_windows", "compile"]
+    assert result.compile == {"enabled": False}
     assert set(result.ffn) >= {"nominal_d_ff", "d_ff", "budget_mismatch", "params_per_layer"}
     assert set(result.params) >= {"total", "non_embedding", "ffn_total", "ffn_per_layer"}
     assert result.flops["per_token_training"] > 0
