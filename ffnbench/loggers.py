@@ -219,6 +219,8 @@ class RunWandbLogger(WandbLogger):
         if self._experiment is None:
             import wandb
 
+            if wandb.run is not None:  # left open by an earlier run of this process: closed, never continued
+                wandb.finish()
             self._experiment = wandb.init(**self._wandb_init)
             define_wandb_metrics(self._experiment)
         return self._experiment

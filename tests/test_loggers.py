@@ -107,3 +107,20 @@ def test_a_fresh_run_starts_a_new_file(tmp_path):
     logger.log_metrics({"train/loss": 1.0}, step=0)
     logger.save()
     assert rows(tmp_path / "metrics.csv") == [{"step": "0", "train/loss": "1.0"}]
+
+
+def test_a_wandb_run_left_open_in_the_process_is_closed_not_continued(tmp_path):
+    # The basic and joblib launchers train many runs in one process; wandb.init would hand back a run an earlier
+    # run failed to close, and this run's metrics would land in it.
+    import wandb
+
+    stale = wandb.init(mode="offline", dir=str(tmp_path), project="ffnbench")
+    run_dir = tmp_path / "relu-b4-nobias-s0"
+    run_dir.mkdir()
+    [logger] = make_loggers({"wandb": {"mode": "offline"}}, run_dir, {"name": "quick", "model": {}, "seed": 0},
+                            FFNSpec("relu", budget=4), None, True)
+    try:
+        assert logger.experiment.id == logger.version != stale.id
+        assert logger.experiment.dir.startswith(str(run_dir))
+    finally:
+        wandb.finish()

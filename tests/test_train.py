@@ -1,5 +1,7 @@
 """Training end to end on the CPU with the micro model: the loss falls, the record is complete and exact to
-rerun, resume equals an uninterrupted run, divergence is caught, compile and DDP agree, bad input is refused."""
+rerun, resume equals an uninterrupted run (after SIGTERM and submitit's pre-emption signal too), divergence is
+caught, compile and DDP agree, every run of a process stays compiled, wandb's files hold what the dashboards
+plot, bad input is refused."""
 
 import json
 import math
