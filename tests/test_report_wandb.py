@@ -49,6 +49,7 @@ class FakeWandbRun:
         self.summary = RunResult.from_json(record).wandb_summary()
         self.history = [{"trainer/global_step": p["step"], "val/loss": p["val_loss"], "val/bpb": p["val_bpb"]}
                         for p in record["curve"]]
+        self.history.append(dict(self.history[-1]))  # the final validation logs the last step's point again
 
     def scan_history(self, keys):
         return iter(self.history)

@@ -60,9 +60,11 @@ def record_from_wandb(run: Any) -> RunResult:
     config, summary = dict(run.config), dict(run.summary)
     mcfg = model_config(config, vocab_size_for(config["data"]))
     tokens_per_step = int(config["data"]["batch_size"]) * mcfg.seq_len
-    curve = [{"step": int(row["trainer/global_step"]), "tokens": int(row["trainer/global_step"]) * tokens_per_step,
-              "val_loss": row.get("val/loss"), "val_bpb": row.get("val/bpb")}
-             for row in run.scan_history(keys=["val/loss", "val/bpb", "trainer/global_step"])]
+    # One point per step, as result.json's curve: the final validation logs the last step's point a second time.
+    points = {int(row["trainer/global_step"]): row
+              for row in run.scan_history(keys=["val/loss", "val/bpb", "trainer/global_step"])}
+    curve = [{"step": step, "tokens": step * tokens_per_step, "val_loss": row.get("val/loss"),
+              "val_bpb": row.get("val/bpb")} for step, row in sorted(points.items())]
     final_stats = {k: summary.get(f"final/ffn_{k}") for k in ("zero_frac", "dead_frac", "never_positive_frac")}
     return RunResult(
         status=summary.get("status") or WANDB_STATES.get(run.state, "failed"),
