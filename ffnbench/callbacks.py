@@ -1,23 +1,27 @@
-"""Lightning callbacks of a run: the periodic atomic checkpoint, and the step-time marks the startup benchmark
-reads."""
+"""Lightning callbacks of a run: the periodic atomic checkpoint (also written when the run is stopped by SIGTERM or
+Ctrl-C), the pre-emption signal of SLURM jobs, and the step-time marks the startup benchmark reads."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import lightning as L
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ffnbench.hardware import global_rank
 
 
 class PeriodicCheckpoint(L.Callback):
     """checkpoints/last.ckpt (rundir.last_checkpoint) every `every` steps and at the end, written atomically (a
-    kill mid-write leaves the previous checkpoint intact); also written when the run is interrupted with
-    Ctrl-C. On a step that also validates, it is written after the validation, so the checkpoint holds that
-    step's record."""
+    kill mid-write leaves the previous checkpoint intact); also written when the run is stopped by SIGTERM (every
+    rank) or Ctrl-C (one process). On a step that also validates, it is written after the validation, so the
+    checkpoint holds that step's record."""
 
     def __init__(self, path: Path, every: int, val_every: int):
         self.path = path
@@ -49,8 +53,61 @@ class PeriodicCheckpoint(L.Callback):
             self.save(trainer)
 
     def on_exception(self, trainer, pl_module, exception) -> None:
-        if isinstance(exception, KeyboardInterrupt) and trainer.world_size == 1:
+        # SIGTERM (a scheduler's pre-emption or time limit; PreemptionSignal turns submitit's signal into it): Lightning
+        # stops every rank at the end of the same step (after that step's validation) and raises SIGTERMException
+        # there, so all ranks save that step together. Stopped inside a validation, the previous checkpoint stays.
+        sigterm = isinstance(exception, SIGTERMException) and trainer.training
+        if sigterm or (isinstance(exception, KeyboardInterrupt) and trainer.world_size == 1):
             self.save(trainer)
+
+
+PREEMPT_SIGNAL_ENV = "SUBMITIT_PREEMPT_SIGNAL"  # submitit's setting: the signal it sends before a time limit
+
+
+class PreemptionSignal(L.Callback):
+    """submitit's pre-emption signal (USR2, or what SUBMITIT_PREEMPT_SIGNAL names), which SLURM sends a job
+    `signal_delay_s` before its time limit or on pre-emption. submitit's own handler requeues the job and exits
+    at once, wherever training is, losing the steps since the last checkpoint. During fit, the signal takes
+    Lightning's SIGTERM path instead: training stops at the end of the current step on every rank and
+    PeriodicCheckpoint saves that step. Once the run is recorded, `forward()` hands the signal to the handler it
+    replaced (submitit's: requeue; the requeued job resumes from the checkpoint)."""
+
+    def __init__(self):
+        name = os.environ.get(PREEMPT_SIGNAL_ENV, "USR2")
+        self.signum = getattr(signal, f"SIG{name}", signal.SIGUSR2)
+        self.received: tuple[int, Any] | None = None  # (signum, frame) of a signal received during fit
+        self._previous: Any = None
+        self._installed = False
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+            return
+        self._previous = signal.getsignal(self.signum)
+        signal.signal(self.signum, self._on_signal)
+        self._installed = True
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.received = (signum, frame)
+        sigterm = signal.getsignal(signal.SIGTERM)  # Lightning's, set for the fit
+        if callable(sigterm):
+            sigterm(signal.SIGTERM, frame)
+
+    def _restore(self) -> None:
+        if self._installed:
+            signal.signal(self.signum, self._previous)
+            self._installed = False
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._restore()
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        self._restore()
+
+    def forward(self) -> None:
+        """Give a signal received during fit to the handler it replaced (a no-op without one)."""
+        if self.received is not None and callable(self._previous):
+            received, self.received = self.received, None
+            self._previous(*received)
 
 
 STEP_TIMES_ENV = "FFNBENCH_STEP_TIMES"

@@ -1,24 +1,27 @@
-"""Loggers: metrics.csv in the run directory (resumable), Weights & Biases (offline unless logged in), and
-the Lightning log lines and warnings a run leaves out."""
+"""Loggers: metrics.csv in the run directory (resumable), Weights & Biases (online only when logged in and the
+W&B host answers), and the Lightning log lines and warnings a run leaves out."""
 
 from __future__ import annotations
 
 import csv
 import functools
-import hashlib
 import logging
 import netrc
 import os
+import secrets
+import sys
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from ffnbench.errors import ConfigError
+from ffnbench.records import CorruptRecord, read_json, write_json_atomic
+from ffnbench.tokenizer import unreachable
 
 if TYPE_CHECKING:
     from ffnbench.ffn import FFNSpec
@@ -100,7 +103,7 @@ def make_loggers(lcfg: Mapping, run_dir: Path, config: dict, spec: FFNSpec, resu
         loggers.append(RunCSVLogger(run_dir, resume_step=resumed_from))
     if lcfg.get("wandb") and rank_zero:
         loggers.append(make_wandb_logger(dict(lcfg["wandb"]), run_dir, str(config["name"]), run_dir.name,
-                                         wandb_tags(config, spec), config))
+                                         wandb_tags(config, spec), config, resumed_from))
     return loggers
 
 
@@ -125,32 +128,127 @@ def has_wandb_credentials() -> bool:
     return any("wandb" in host for host in hosts)
 
 
+def wandb_host() -> tuple[str, int]:
+    """The W&B server's host and port: WANDB_BASE_URL (a server of one's own) or api.wandb.ai."""
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+    return url.hostname or "api.wandb.ai", url.port or (80 if url.scheme == "http" else 443)
+
+
 def wandb_mode(requested: str | None) -> str:
-    """`auto` (the default) is online when credentials exist, offline otherwise; anything else is as asked."""
+    """`logger.wandb.mode` checked (a ConfigError names a bad one): online | offline | disabled | auto."""
     requested = (requested or "auto").lower()
     if requested not in WANDB_MODES:
         raise ConfigError(f"logger.wandb.mode: expected one of {', '.join(WANDB_MODES)}, got {requested!r}")
-    if requested == "auto":
-        return "online" if has_wandb_credentials() else "offline"
     return requested
 
 
-def wandb_run_id(run_dir: Path) -> str:
-    """Stable per run directory, so a resumed run continues the same wandb run."""
-    return hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:16]
+def resolve_wandb_mode(requested: str | None, run_dir: Path | None = None) -> str:
+    """The mode a run's wandb starts in. `auto` (the default) is online only with credentials (WANDB_API_KEY or
+    ~/.netrc) *and* a route to the W&B host: a compute node often shares the login node's ~/.netrc but has no
+    route out, and there wandb.init would sit in its retries until it times out. Else offline, with the
+    `wandb sync` line that uploads the run later. Any other mode is as asked."""
+    requested = wandb_mode(requested)
+    if requested != "auto":
+        return requested
+    if not has_wandb_credentials():
+        return "offline"
+    host, port = wandb_host()
+    why = unreachable(host, port)
+    if why is None:
+        return "online"
+    where = f"{run_dir}/wandb/offline-run-*" if run_dir else "<run_dir>/wandb/offline-run-*"
+    print(f"ffnbench: wandb: {host} is unreachable ({why}); logging offline. Upload later from a machine "
+          f"that reaches it: wandb sync {where}", file=sys.stderr)
+    return "offline"
 
 
-def make_wandb_logger(wcfg: dict, run_dir: Path, group: str, run_name: str, tags: list[str], config: dict):
+WANDB_RUN_FILE = "wandb_run.json"  # in the run directory: {"id": the wandb run id, "logged": {row kind: last step}}
+STEP_BY_TOKENS = ("train/*", "val/*", "ffn/*", "perf/*", "lr")  # the metrics W&B plots against `tokens`
+
+
+def wandb_run_record(run_dir: Path, resumed_from: int | None) -> dict[str, Any]:
+    """The run's wandb id and the last step of each kind of row already logged under it. A fresh start gets a
+    new id (a re-created run directory must not continue the old directory's wandb run); a resume keeps the
+    one saved in the run directory (WANDB_RUN_FILE), so its rows append to the same wandb run."""
+    path = Path(run_dir) / WANDB_RUN_FILE
+    if resumed_from is not None and path.exists():
+        try:
+            saved = read_json(path)
+        except CorruptRecord:
+            saved = {}
+        if isinstance(saved.get("id"), str) and isinstance(saved.get("logged"), dict):
+            return saved
+    record = {"id": secrets.token_hex(8), "logged": {}}
+    write_json_atomic(path, record)
+    return record
+
+
+def _row_kind(metrics: Mapping[str, Any]) -> str:
+    """train | val | final: the rows logged at one step (module.py: a training row, then the validation after it;
+    the final validation repeats the last step)."""
+    return "final" if "val/final_loss" in metrics else "val" if "val/loss" in metrics else "train"
+
+
+def define_wandb_metrics(run: Any) -> None:
+    """`tokens` is the x-axis of the training, validation, FFN and throughput metrics: runs of different batch
+    sizes or sequence lengths compare on it, and validation rows carry it too (module.py). Named metrics, not
+    the catch-all "*": W&B matches globs in no fixed order, so "*" beside "val/*" would make the axis a coin toss."""
+    run.define_metric("trainer/global_step")
+    run.define_metric("tokens")
+    for name in STEP_BY_TOKENS:
+        run.define_metric(name, step_metric="tokens", step_sync=True)
+
+
+class RunWandbLogger(WandbLogger):
+    """Lightning's WandbLogger with the run's own x-axis (define_wandb_metrics, instead of Lightning's
+    "*" → trainer/global_step) and, on a resume, without the rows the interrupted start already logged: the
+    steps between the checkpoint and the interruption are trained again, bit for bit, and would otherwise
+    be logged twice."""
+
+    def __init__(self, run_dir: Path, record: dict[str, Any], **kwargs: Any):
+        super().__init__(id=record["id"], **kwargs)
+        self._record_path = Path(run_dir) / WANDB_RUN_FILE
+        self._record = record
+        self._replayed = dict(record["logged"])  # what an earlier start logged, per row kind
+
+    @property
+    @rank_zero_experiment
+    def experiment(self):
+        if self._experiment is None:
+            import wandb
+
+            if wandb.run is not None:  # left open by an earlier run of this process: closed, never continued
+                wandb.finish()
+            self._experiment = wandb.init(**self._wandb_init)
+            define_wandb_metrics(self._experiment)
+        return self._experiment
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        kind = _row_kind(metrics)
+        if step is not None and step <= self._replayed.get(kind, -1):
+            return
+        super().log_metrics(metrics, step)
+        if step is not None:
+            self._record["logged"][kind] = step
+            write_json_atomic(self._record_path, self._record)
+
+
+def make_wandb_logger(wcfg: dict, run_dir: Path, group: str, run_name: str, tags: list[str], config: dict,
+                      resumed_from: int | None = None):
+    """The run's W&B logger (mode: resolve_wandb_mode; id: wandb_run_record). `resumed_from` is the checkpoint's
+    step when the run resumes, None on a fresh start."""
     import wandb
-    from lightning.pytorch.loggers import WandbLogger
 
-    mode = wandb_mode(wcfg.get("mode"))
-    return WandbLogger(
+    mode = resolve_wandb_mode(wcfg.get("mode"), run_dir)
+    return RunWandbLogger(
+        run_dir,
+        wandb_run_record(run_dir, resumed_from),
         project=wcfg.get("project") or "ffnbench",
         entity=wcfg.get("entity"),
         group=group,
         name=run_name,
-        id=wandb_run_id(run_dir),
         resume="allow",
         mode=mode,
         save_dir=str(run_dir),

@@ -11,6 +11,7 @@ import lightning as L
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling
 
 from ffnbench.config import OptimConfig, optim_config
 from ffnbench.ffn import ActivationStats
@@ -126,6 +127,12 @@ class LMModule(L.LightningModule):
             self.trainer.should_stop = True
 
     def on_before_optimizer_step(self, optimizer) -> None:
+        scaler = getattr(self.trainer.precision_plugin, "scaler", None)
+        if scaler is not None and _optimizer_handles_unscaling(optimizer):
+            # 16-mixed: Lightning leaves a fused AdamW to unscale inside its step, after this hook, so the gradient
+            # here is still × the loss scale. Unscale it now (the scaler's step then passes no scale to the fused
+            # kernel, and still skips a step with inf/NaN), so clipping and the logged norm see the true gradient.
+            scaler.unscale_(optimizer)
         clip = self.optim.grad_clip
         norm = torch.nn.utils.clip_grad_norm_(self.parameters(), clip if clip else math.inf)
         if self._logging_step():
@@ -203,7 +210,11 @@ class LMModule(L.LightningModule):
         return {"val_loss": loss, "val_bpb": bits_per_byte(loss, bytes_per_token), "windows": windows.tolist()}
 
     def _log_validation(self, record: dict[str, Any]) -> None:
-        metrics = {"val/loss": record["val_loss"], "val/bpb": record["val_bpb"]}
+        # `step`: Lightning takes a logged metric of that name as the row's step, so the validation after k steps is
+        # logged at k, as result.json's curve has it (not at k - 1, the index of the batch that ended there).
+        # `tokens`: the x-axis of every W&B panel (loggers.define_wandb_metrics), on validation rows too.
+        metrics = {"step": float(record["step"]), "tokens": float(record["tokens"]),
+                   "val/loss": record["val_loss"], "val/bpb": record["val_bpb"]}
         if "final" in record:
             metrics.update({"val/final_loss": record["final"]["val_loss"], "val/final_bpb": record["final"]["val_bpb"]})
         metrics.update({f"ffn/{k}": v for k, v in record["ffn"]["mean"].items()})

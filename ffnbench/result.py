@@ -38,7 +38,7 @@ STATUSES = ("finished", "diverged", "failed", "running")
 FINAL_STATUSES = ("finished", "diverged")  # a rerun of the same config would only repeat these
 METRICS = ("final_train_loss", "final_val_loss", "final_val_bpb", "best_val_loss", "best_val_bpb", "init_val_loss")
 LOCAL_FIELDS = ("run_dir", "resumed_from_step")  # machine- or history-local: left out of a published results.jsonl
-OPTIONAL_FIELDS = ("val_windows",)  # newer than SCHEMA 1: written only when set
+OPTIONAL_FIELDS = ("val_windows", "compile")  # newer than SCHEMA 1: written only when set
 
 
 def fixed_budget_record(target: float | None, non_embedding: int) -> dict[str, float | None]:
@@ -95,12 +95,15 @@ class RunResult:
     # windows are a pure function of the data config and seq_len, so the i-th entries of two runs pair. None in
     # records from before it existed: then it is left out of the file, so those round-trip byte for byte.
     val_windows: list[float] | None = None
+    # torch.compile: {"enabled": False}, or whether every frame was compiled and how many frames, graphs, graph breaks
+    # and recompiles dynamo had (compiling.CompileWatch.record). None in records from before it existed.
+    compile: dict | None = None
 
     @classmethod
     def from_training(cls, status: str, *, error: str | None, config: dict, run_dir: Path, model: ModelConfig,
                       history: Sequence[dict], last_train_loss: float | None, steps: int, tokens_per_step: int,
                       total_steps: int, resumed_from: int | None, data: dict, throughput: dict, hw: Hardware,
-                      started: float) -> RunResult:
+                      started: float, compile: dict | None = None) -> RunResult:
         """The record of a training run (train.train), from what it measured.
 
         Args:
@@ -118,6 +121,7 @@ class RunResult:
             data: the data module's `info`, with `val_bytes_per_token`.
             throughput: ThroughputMonitor.summary().
             hw: the resolved hardware; started: time.time() when train() began.
+            compile: what torch.compile did (compiling.CompileWatch.record).
         """
         from ffnbench.accounting import count_flops, count_params
         from ffnbench.ffn import size_ffn
@@ -167,6 +171,7 @@ class RunResult:
             git=git_revision(),
             finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             val_windows=((final or {}).get("final") or {}).get("windows"),
+            compile=compile,
         )
 
     # ---- (de)serialisation ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ metrics.csv, checkpoints/last.ckpt and Hydra's .hydra/."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 import traceback
@@ -15,11 +16,13 @@ from pathlib import Path
 
 import hydra
 import lightning as L
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
 from ffnbench.accounting import count_flops, count_params
-from ffnbench.callbacks import PeriodicCheckpoint, StepTimes
+from ffnbench.callbacks import PeriodicCheckpoint, PreemptionSignal, StepTimes
 from ffnbench.cli import user_errors_exit
+from ffnbench.compiling import CompileWatch
 from ffnbench.config import (
     OptimConfig,
     TrainerConfig,
@@ -136,6 +139,7 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
     flops = count_flops(run.model)
     peak, peak_source = peak_flops(run.hw.accelerator, run.hw.precision, t.peak_flops,
                                    Path(str(run.config["data"]["cache_dir"])).expanduser())
+    compiled = CompileWatch(t.compile)  # before the model is built: a fresh dynamo cache for this run
     module = LMModule(run.model, run.optim, seed=run.seed, total_steps=run.total_steps,
                       tokens_per_step=run.tokens_per_step, val_bytes_per_token=dm.val_bytes_per_token,
                       log_every=t.log_every, compile=t.compile, fingerprint=run.config)
@@ -145,7 +149,8 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
     ckpt_cb.path.parent.mkdir(parents=True, exist_ok=True)
     loggers = make_loggers(run.config["logger"], run.run_dir, run.config, run.model.ffn, plan.resumed_from,
                            is_rank_zero)
-    trainer = _trainer(run, devices, loggers, [thr, ckpt_cb, *callbacks])
+    preemption = PreemptionSignal()
+    trainer = _trainer(run, devices, loggers, [thr, ckpt_cb, preemption, *callbacks])
     if is_rank_zero:
         m = run.model
         print(f"ffnbench: {run.run_dir.name}: {m.ffn.label}, d_ff={size_ffn(m.ffn, m.d_model).d_ff}, "
@@ -164,6 +169,11 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
             status = "finished" if module.status == "running" else module.status  # a NaN here is a divergence
         error = module.divergence if status == "diverged" else None
         exit_code = 0
+    except SIGTERMException as e:  # SIGTERM or the pre-emption signal: last.ckpt holds the step it stopped at
+        what = "the pre-emption signal" if preemption.received else "SIGTERM"
+        saved = f"step {ckpt_cb.saved_step}" if ckpt_cb.saved_step >= 0 else "its last checkpoint"
+        error = f"stopped by {what} at step {module.global_step}; a rerun resumes from {saved} ({ckpt_cb.path})"
+        raise SystemExit(128 + signal.SIGTERM) from e  # exit as a process ended by SIGTERM does, not with 0
     except BaseException as e:  # record the failure (Ctrl-C and SystemExit included), then let it propagate
         error = f"{type(e).__name__}: {e}"
         if not isinstance(e, KeyboardInterrupt | SystemExit):
@@ -177,10 +187,11 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
             steps=module.global_step if module._trainer is not None else 0, tokens_per_step=run.tokens_per_step,
             total_steps=run.total_steps, resumed_from=plan.resumed_from,
             data={**dm.info, "val_bytes_per_token": dm.val_bytes_per_token}, throughput=thr.summary(),
-            hw=run.hw, started=started)
+            hw=run.hw, started=started, compile=compiled.record())
         if is_rank_zero:
             result.write(run.run_dir)
             finish_wandb(exit_code, summary=result.wandb_summary())
+        preemption.forward()  # under submitit: its handler requeues the job (which resumes) and exits
     if is_rank_zero:
         print(f"ffnbench: {status}: val loss {result.metrics['final_val_loss']}, val bpb "
               f"{result.metrics['final_val_bpb']} → {run.run_dir / RESULT_FILE}")

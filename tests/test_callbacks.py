@@ -5,15 +5,16 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from ffnbench.callbacks import STEP_TIMES_ENV, PeriodicCheckpoint, StepTimes
+from ffnbench.callbacks import PREEMPT_SIGNAL_ENV, STEP_TIMES_ENV, PeriodicCheckpoint, PreemptionSignal, StepTimes
 
 
 class FakeTrainer:
     """What PeriodicCheckpoint asks of a Trainer: the step, where it is, and a save that writes the step."""
 
     def __init__(self):
-        self.global_step, self.is_global_zero, self.world_size = 0, True, 1
+        self.global_step, self.is_global_zero, self.world_size, self.training = 0, True, 1, True
         self.state = SimpleNamespace(fn="fit")
         self.strategy = SimpleNamespace(barrier=lambda name: None)
         self.saves: list[int] = []
@@ -64,6 +65,42 @@ def test_ctrl_c_saves_a_single_process_run(tmp_path, exception, world_size, save
     trainer.global_step, trainer.world_size = 7, world_size
     PeriodicCheckpoint(tmp_path / "last.ckpt", every=10, val_every=10).on_exception(trainer, None, exception)
     assert trainer.saves == saved
+
+
+@pytest.mark.parametrize(("rank", "training", "saved"), [(0, True, [7]), (1, True, [7]), (0, False, [])])
+def test_sigterm_saves_on_every_rank_at_the_step_it_stopped(tmp_path, rank, training, saved):
+    # Lightning stops every rank at the same step boundary on SIGTERM (a scheduler's pre-emption or time limit)
+    # and raises SIGTERMException there; the checkpoint of that step is saved by all ranks together. Stopped
+    # inside a validation (training False) the previous checkpoint stays: a half-done validation is not a state.
+    trainer = FakeTrainer()
+    trainer.global_step, trainer.world_size, trainer.is_global_zero, trainer.training = 7, 2, rank == 0, training
+    PeriodicCheckpoint(tmp_path / "last.ckpt", every=10, val_every=10).on_exception(trainer, None, SIGTERMException())
+    assert trainer.saves == saved
+
+
+def test_the_preemption_signal_stops_training_as_sigterm_does_then_reaches_the_handler_it_replaced(monkeypatch):
+    # submitit sends USR2 before a job's time limit or on pre-emption, and its handler requeues the job and exits at
+    # once, wherever training is. During fit the signal is turned into Lightning's SIGTERM path instead (stop at
+    # the end of the step, checkpoint), and submitit's handler gets it once the run is recorded.
+    import signal
+
+    monkeypatch.delenv(PREEMPT_SIGNAL_ENV, raising=False)
+    calls = []
+    previous = lambda signum, frame: calls.append(("submitit", signum))
+    lightning_sigterm = lambda signum, frame: calls.append(("lightning", signum))
+    monkeypatch.setattr(signal, "getsignal", {signal.SIGUSR2: previous, signal.SIGTERM: lightning_sigterm}.get)
+    installed = {}
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: installed.__setitem__(signum, handler))
+    callback = PreemptionSignal()
+    callback.forward()
+    assert calls == []  # nothing received: nothing to hand on
+    callback.on_fit_start(None, None)
+    installed[signal.SIGUSR2](signal.SIGUSR2, None)
+    assert calls == [("lightning", signal.SIGTERM)]
+    callback.on_exception(None, None, SIGTERMException())
+    assert installed[signal.SIGUSR2] is previous  # restored when fit ends
+    callback.forward()
+    assert calls == [("lightning", signal.SIGTERM), ("submitit", signal.SIGUSR2)]
 
 
 def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path):

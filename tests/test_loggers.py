@@ -1,33 +1,78 @@
-"""Loggers: wandb's mode follows the credentials, and a resumed run's metrics.csv keeps its rows."""
+"""Loggers: wandb's mode follows the credentials and the route to W&B, a run's wandb id is its own, and a
+resumed run's metrics.csv keeps its rows."""
 
 import csv
-from pathlib import Path
+import shutil
 
 import pytest
 
+from ffnbench import loggers
 from ffnbench.errors import ConfigError
 from ffnbench.ffn import FFNSpec
-from ffnbench.loggers import RunCSVLogger, wandb_mode, wandb_run_id, wandb_tags
+from ffnbench.loggers import RunCSVLogger, make_loggers, resolve_wandb_mode, wandb_mode, wandb_tags
+
+
+def login_with_netrc(home):
+    (home / ".netrc").write_text("machine api.wandb.ai login user password secret\n")
+    (home / ".netrc").chmod(0o600)
 
 
 def test_wandb_is_offline_without_credentials(monkeypatch, tmp_path):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert wandb_mode("auto") == "offline"
-    (tmp_path / ".netrc").write_text("machine api.wandb.ai login user password secret\n")
-    (tmp_path / ".netrc").chmod(0o600)
-    assert wandb_mode("auto") == "online"
+    monkeypatch.setattr(loggers, "unreachable", lambda host, port=443: None)  # the W&B host answers
+    assert resolve_wandb_mode("auto") == "offline"
+    login_with_netrc(tmp_path)
+    assert resolve_wandb_mode("auto") == "online"
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
-    assert wandb_mode(None) == "online"
-    assert wandb_mode("offline") == "offline"
+    assert resolve_wandb_mode(None) == "online"
+    assert resolve_wandb_mode("offline") == "offline"
     with pytest.raises(ConfigError, match="logger.wandb.mode"):
         wandb_mode("sometimes")
 
 
-def test_wandb_run_id_is_stable_per_run_dir():
-    # sha1 of the resolved path: the same directory gives the same id in any process, so a resume continues it
-    assert wandb_run_id(Path("/runs/quick/gelu-b4-nobias-s0")) == "72f93194b88fbba4"
-    assert wandb_run_id(Path("/runs/quick/./relu-b4-nobias-s0")) == "ec65cc038cfaec99"
+def test_credentials_on_a_node_without_a_route_out_log_offline(monkeypatch, tmp_path, capsys):
+    # A compute node that shares ~/.netrc with the login node but cannot reach the W&B host: wandb.init would
+    # sit in its retries and time out, so the run logs offline and says how to upload it later.
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_BASE_URL", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    login_with_netrc(tmp_path)
+    probes = []
+
+    def no_route(host, port=443):
+        probes.append((host, port))
+        return "OSError: [Errno 101] Network is unreachable"
+
+    monkeypatch.setattr(loggers, "unreachable", no_route)
+    assert resolve_wandb_mode("auto", tmp_path / "run") == "offline"
+    assert probes == [("api.wandb.ai", 443)]
+    err = capsys.readouterr().err
+    assert "api.wandb.ai is unreachable" in err and f"wandb sync {tmp_path / 'run'}/wandb/offline-run-*" in err
+    monkeypatch.setenv("WANDB_BASE_URL", "http://wandb.cluster.local:8080")  # a W&B server of one's own
+    resolve_wandb_mode("auto")
+    assert probes[-1] == ("wandb.cluster.local", 8080)
+    assert resolve_wandb_mode("online") == "online"  # asked for: as asked, no probe
+    assert len(probes) == 2
+
+
+def test_a_recreated_run_directory_starts_a_new_wandb_run_and_a_resume_continues_it(tmp_path):
+    run_dir = tmp_path / "gelu-b4-nobias-s0"
+    config = {"name": "quick", "model": {"name": "tiny"}, "seed": 0}
+
+    def wandb_id(resumed_from):
+        [logger] = make_loggers({"wandb": {"mode": "offline"}}, run_dir, config, FFNSpec("gelu", budget=4),
+                                resumed_from, True)
+        return logger.version
+
+    run_dir.mkdir()
+    first = wandb_id(None)
+    assert wandb_id(resumed_from=20) == first  # a resume appends to the same wandb run
+    shutil.rmtree(run_dir)
+    run_dir.mkdir()  # the same path, a new run: its history must not be mixed into the old run's
+    second = wandb_id(None)
+    assert second != first
+    assert wandb_id(None) != second  # a fresh start over a failed one (no checkpoint) starts from step 0 again
 
 
 def test_wandb_tags_say_the_ffn_size_and_seed():
@@ -62,3 +107,20 @@ def test_a_fresh_run_starts_a_new_file(tmp_path):
     logger.log_metrics({"train/loss": 1.0}, step=0)
     logger.save()
     assert rows(tmp_path / "metrics.csv") == [{"step": "0", "train/loss": "1.0"}]
+
+
+def test_a_wandb_run_left_open_in_the_process_is_closed_not_continued(tmp_path):
+    # The basic and joblib launchers train many runs in one process; wandb.init would hand back a run an earlier
+    # run failed to close, and this run's metrics would land in it.
+    import wandb
+
+    stale = wandb.init(mode="offline", dir=str(tmp_path), project="ffnbench")
+    run_dir = tmp_path / "relu-b4-nobias-s0"
+    run_dir.mkdir()
+    [logger] = make_loggers({"wandb": {"mode": "offline"}}, run_dir, {"name": "quick", "model": {}, "seed": 0},
+                            FFNSpec("relu", budget=4), None, True)
+    try:
+        assert logger.experiment.id == logger.version != stale.id
+        assert logger.experiment.dir.startswith(str(run_dir))
+    finally:
+        wandb.finish()

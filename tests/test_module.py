@@ -80,3 +80,44 @@ def test_bits_per_byte():
     assert bits_per_byte(2.0, 4.0) == pytest.approx(2.0 / (math.log(2) * 4.0))
     assert bits_per_byte(2.0, 1.0) == pytest.approx(2.0 / math.log(2))  # byte level: BPB = loss / ln 2
     assert bits_per_byte(torch.tensor(3.0), 3.0).item() == pytest.approx(1 / math.log(2))  # tensors too
+
+
+def one_optimizer_step(precision, grad_clip):
+    """One training step of a small model on one fixed batch: the module's logged gradient norm (before clipping)
+    and the AdamW first moment after the step (the clipped gradient × (1 − β1)), by parameter name."""
+    import lightning as L
+
+    cfg = ModelConfig(vocab_size=64, seq_len=16, d_model=32, n_layer=2, n_head=2)
+    module = LMModule(cfg, OptimConfig(lr=1e-3, warmup_steps=0, grad_clip=grad_clip), seed=0, total_steps=1,
+                      tokens_per_step=4 * 16)
+    x = torch.randint(0, 64, (4, 17), generator=torch.Generator().manual_seed(0))
+    batches = torch.utils.data.DataLoader([(x[i, :-1], x[i, 1:]) for i in range(4)], batch_size=4)
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                        **precision)
+    trainer.fit(module, train_dataloaders=batches)
+    optimizer = trainer.optimizers[0]
+    names = {id(p): n for n, p in module.model.named_parameters()}
+    moments = {names[id(p)]: optimizer.state[p]["exp_avg"] for group in optimizer.param_groups
+               for p in group["params"]}
+    return float(trainer.callback_metrics["train/grad_norm"]), moments
+
+
+def test_fp16_with_a_loss_scaler_clips_the_true_gradient():
+    # 16-mixed scales the loss (here by 2^16) and the fused AdamW unscales inside its step, after the module has
+    # clipped: clipping must see the gradient divided by the scale, as an fp32 step does, or it clips gradients
+    # 65536 times too large and the step divides them again (training barely moves).
+    from lightning.pytorch.plugins.precision import MixedPrecision
+
+    fp32_norm, fp32 = one_optimizer_step({"precision": "32-true"}, grad_clip=None)
+    clip = fp32_norm / 4  # clipping acts: the clipped gradient is a quarter of the true one
+    _, fp32_clipped = one_optimizer_step({"precision": "32-true"}, grad_clip=clip)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    fp16_norm, fp16 = one_optimizer_step({"plugins": [MixedPrecision("16-mixed", "cpu", scaler=scaler)]},
+                                         grad_clip=clip)
+    assert scaler.get_scale() == 2.0**16  # no inf/NaN: the step was taken
+    assert fp16_norm == pytest.approx(fp32_norm, rel=0.02)  # the norm of the true gradient, not × 2^16
+    for name, moment in fp32_clipped.items():  # the step used the clipped true gradient
+        assert torch.linalg.vector_norm(fp16[name] - moment) <= 0.05 * torch.linalg.vector_norm(moment), name
+    total = lambda m: float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(v) for v in m.values()])))
+    assert total(fp32_clipped) == pytest.approx(total(fp32) / 4, rel=1e-4)

@@ -1,6 +1,8 @@
 """ffnbench.report.wandb: a W&B run mapped to a RunResult, a report built from a W&B project, and the W&B path
 failing fast and clearly where it cannot work."""
 
+from types import SimpleNamespace
+
 import pytest
 from fixtures.report.synthetic import make_record
 
@@ -47,6 +49,7 @@ class FakeWandbRun:
         self.summary = RunResult.from_json(record).wandb_summary()
         self.history = [{"trainer/global_step": p["step"], "val/loss": p["val_loss"], "val/bpb": p["val_bpb"]}
                         for p in record["curve"]]
+        self.history.append(dict(self.history[-1]))  # the final validation logs the last step's point again
 
     def scan_history(self, keys):
         return iter(self.history)
@@ -91,3 +94,35 @@ def test_report_from_a_wandb_project(monkeypatch, tmp_path):
     text = (tmp_path / "REPORT.md").read_text()
     assert "loss(relu) − loss(gelu) = +0.0500 nats" in text and "--wandb me/ffnbench --group synthetic" in text
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 4
+
+
+def test_the_wandb_report_plots_the_panels_of_its_spec(monkeypatch):
+    # wandb-workspaces stood in for by a recorder: every panel the report builds names the keys of REPORT_PANELS
+    # (which the training test checks against a real run's history and summary), and none other.
+    import sys
+    import types
+
+    built = []
+
+    def recorder(kind):
+        def make(**kwargs):
+            built.append((kind, kwargs))
+            return SimpleNamespace(kind=kind, url="https://wandb.ai/me/ffnbench/reports/x", save=lambda: None, **kwargs)
+        return make
+
+    wr = types.ModuleType("wandb_workspaces.reports.v2")
+    for kind in ("Runset", "Report", "PanelGrid", "LinePlot", "ScatterPlot", "BarPlot", "MarkdownBlock"):
+        setattr(wr, kind, recorder(kind))
+    wr.H1 = lambda text: SimpleNamespace(kind="H1")
+    for name in ("wandb_workspaces", "wandb_workspaces.reports"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "wandb_workspaces.reports.v2", wr)
+    monkeypatch.setattr(report_wandb, "require_workspaces", lambda: None)
+    report_wandb.create_wandb_report("me/ffnbench", "quick", [])
+    keys = set()
+    for kind, kwargs in built:
+        if kind in ("LinePlot", "ScatterPlot", "BarPlot"):
+            y = kwargs.get("y")
+            keys |= {kwargs.get("x"), *(y if isinstance(y, list) else [y]), *kwargs.get("metrics", [])} - {None}
+    assert keys == report_wandb.report_keys() and "final/val_loss" in keys
+    assert [k for k, kw in built if k == "Runset"] and built[0][1]["groupby"] == ["config.ffn.act"]

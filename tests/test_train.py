@@ -1,5 +1,7 @@
 """Training end to end on the CPU with the micro model: the loss falls, the record is complete and exact to
-rerun, resume equals an uninterrupted run, divergence is caught, compile and DDP agree, bad input is refused."""
+rerun, resume equals an uninterrupted run (after SIGTERM and submitit's pre-emption signal too), divergence is
+caught, compile and DDP agree, every run of a process stays compiled, wandb's files hold what the dashboards
+plot, bad input is refused."""
 
 import json
 import math
@@ -15,11 +17,13 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from wandb_files import run_info
+from wandb_files import read_run, run_files
 
 from ffnbench.config import compose
 from ffnbench.errors import ConfigError, DataError, RunDirError
+from ffnbench.loggers import WANDB_RUN_FILE
 from ffnbench.records import RUN_CONFIG_FILE
+from ffnbench.report import wandb as report_wandb
 from ffnbench.result import RESULT_FILE, RunResult
 from ffnbench.train import train
 
@@ -84,7 +88,8 @@ def test_result_json_has_every_field(finished):
     assert list(on_disk) == ["schema", "status", "error", "name", "run_name", "run_dir", "seed", "config", "ffn",
                              "model", "params", "flops", "data", "metrics", "ffn_stats", "curve", "steps",
                              "total_steps", "tokens", "tokens_per_step", "resumed_from_step", "throughput",
-                             "wall_time_s", "hardware", "versions", "git", "finished_at", "val_windows"]
+                             "wall_time_s", "hardware", "versions", "git", "finished_at", "val_windows", "compile"]
+    assert result.compile == {"enabled": False}
     assert set(result.ffn) >= {"nominal_d_ff", "d_ff", "budget_mismatch", "params_per_layer"}
     assert set(result.params) >= {"total", "non_embedding", "ffn_total", "ffn_per_layer"}
     assert result.flops["per_token_training"] > 0
@@ -235,22 +240,58 @@ def test_compile_on_cpu_matches_eager(cache_dir, tmp_path):
     compiled = train(micro(cache_dir, tmp_path / "compiled", "trainer.max_steps=10", "trainer.compile=true"))
     for a, b in zip(eager.curve, compiled.curve):
         assert b["val_loss"] == pytest.approx(a["val_loss"], abs=1e-4)
+    assert eager.compile == {"enabled": False} and compiled.compile["compiled"]  # result.json says which
     # compiling in place keeps the checkpoint keys
     state = torch.load(tmp_path / "compiled" / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
     assert "model.blocks.0.ffn.w_up.weight" in state
 
 
-def test_wandb_offline_run_has_config_tags_and_summary(cache_dir, tmp_path, monkeypatch):
-    monkeypatch.delenv("WANDB_MODE", raising=False)
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc credentials: offline
-    result = train(micro(cache_dir, tmp_path / "wb", "logger=wandb", "trainer.max_steps=10", "ffn=swiglu"))
-    info = run_info(tmp_path / "wb")
-    assert info["group"] == "default"
-    assert {"act:swiglu", "budget:4", "bias:off", "size:micro", "seed:0"} <= set(info["tags"])
-    assert json.loads(info["config"]["ffn"])["act"] == "swiglu"
-    assert json.loads(info["summary"]["final/val_loss"]) == pytest.approx(result.metrics["final_val_loss"])
-    assert json.loads(info["summary"]["status"]) == "finished"
+@pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_every_run_of_a_multirun_process_is_compiled(cache_dir, tmp_path, monkeypatch, backend):
+    # The basic and joblib launchers train many configs in one process. Sharing one dynamo cache, the blocks'
+    # forward hit dynamo's recompile limit (8) by the third or fourth variant and every later run was eager.
+    # dynamo's caching is the same whatever the backend; "eager" only skips inductor's code generation (minutes).
+    from torch._dynamo.utils import counters
+
+    if backend != "inductor":
+        compile_ = torch.nn.Module.compile
+        monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: compile_(self, backend=backend, **kw))
+    for act in ("relu", "gelu", "swiglu", "relu2"):
+        frames = Counter(counters["frames"])
+        result = train(micro(cache_dir, tmp_path / act, f"ffn={act}", "trainer.compile=true", "trainer.max_steps=2",
+                             "trainer.val_every=2", "data.final_val_tokens=1024"))
+        frames = Counter(counters["frames"]) - frames
+        assert frames["total"] > 0 and frames["ok"] == frames["total"], (act, frames)  # no frame left eager
+        assert result.compile["compiled"] and result.compile["eager_frames"] == 0, (act, result.compile)
+        assert result.compile["frames"] == frames["ok"] and result.compile["graph_breaks"] == 0
+
+
+def test_wandb_run_resumes_under_its_id_plots_against_tokens_and_has_the_report_keys(cache_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run_dir, overrides = tmp_path / "wb", ["logger=wandb", "ffn=swiglu"]
+    with pytest.raises(RuntimeError, match="stopped at step 27"):  # rows up to step 24 logged, checkpoint at 20
+        train(micro(cache_dir, run_dir, *overrides), callbacks=[StopAt(27)])
+    result = train(micro(cache_dir, run_dir, *overrides))
+    assert result.resumed_from_step == 20 and result.status == "finished"
+    first, resumed = (read_run(f) for f in run_files(run_dir))
+    # one wandb run, in two parts: `wandb sync` appends the second to the first
+    assert first["id"] == resumed["id"] == json.loads((run_dir / WANDB_RUN_FILE).read_text())["id"]
+    assert resumed["group"] == "default"
+    assert {"act:swiglu", "budget:4", "bias:off", "size:micro", "seed:0"} <= set(resumed["tags"])
+    assert json.loads(resumed["config"]["ffn"])["act"] == "swiglu"  # the report groups by config.ffn.act
+    assert json.loads(resumed["summary"]["final/val_loss"]) == pytest.approx(result.metrics["final_val_loss"])
+    assert json.loads(resumed["summary"]["status"]) == "finished"
+    # tokens is the x-axis of the training, validation and FFN metrics
+    assert all(resumed["metrics"][glob] == "tokens" for glob in ("train/*", "val/*", "ffn/*"))
+    rows = first["history"] + resumed["history"]
+    # every validation row carries tokens, at the step result.json gives it (the final validation repeats the last)
+    validation = [(r["trainer/global_step"], r["tokens"]) for r in rows if "val/loss" in r]
+    curve = [(c["step"], c["tokens"]) for c in result.curve]
+    assert validation == [*curve, curve[-1]]
+    # the steps retrained after the checkpoint (21-27) are not logged a second time
+    assert [r["trainer/global_step"] for r in rows if "train/loss" in r] == list(range(4, 40, 5))
+    # every key the W&B report plots is one the run logged
+    assert report_wandb.report_keys() <= set(resumed["summary"]) | {key for row in rows for key in row}
 
 
 def run_cli(*args, cwd=None, env=None):
@@ -314,6 +355,71 @@ def test_ddp_ranks_each_train_on_half_of_every_batch(finished, cache_dir, tmp_pa
     assert ddp["metrics"]["final_val_loss"] == pytest.approx(finished[0].metrics["final_val_loss"], abs=1e-3)
     # Each rank validated its half of the final windows: gathered in rank order, they are the windows in order.
     assert ddp["val_windows"] == pytest.approx(finished[0].val_windows, abs=1e-3)
+
+
+# Loaded by a Python process started with this folder on PYTHONPATH: at step $FFNBENCH_TEST_SIGTERM_AT the process
+# sends itself SIGTERM, as a scheduler does when it pre-empts a job or its time is up.
+SIGTERM_AT = """
+import os, signal
+import lightning as L
+
+class _SigtermAt(L.Callback):
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step == int(os.environ["FFNBENCH_TEST_SIGTERM_AT"]):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+_init = L.Trainer.__init__
+
+def _with_sigterm(self, *args, callbacks=None, **kwargs):
+    _init(self, *args, callbacks=[*(callbacks or []), _SigtermAt()], **kwargs)
+
+L.Trainer.__init__ = _with_sigterm
+"""
+
+
+def test_sigterm_mid_run_saves_that_step_and_the_rerun_resumes_from_it(finished, cache_dir, tmp_path):
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(textwrap.dedent(SIGTERM_AT))
+    pythonpath = os.pathsep.join([str(tmp_path / "hook"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    args = [*MICRO, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'run'}"]
+    out = run_cli(*args, env={"PYTHONPATH": pythonpath, "FFNBENCH_TEST_SIGTERM_AT": "25"})
+    assert out.returncode == 143, out.stderr[-3000:]  # 128 + SIGTERM, as a process killed by it
+    stopped = json.loads((tmp_path / "run" / RESULT_FILE).read_text())
+    assert stopped["status"] == "failed" and "stopped by SIGTERM at step 25" in stopped["error"], stopped["error"]
+    ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
+    assert ckpt["global_step"] == 25  # not 20, the last periodic checkpoint (trainer.ckpt_every=10)
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = RunResult.read(tmp_path / "run")
+    assert resumed.status == "finished" and resumed.resumed_from_step == 25
+    assert resumed.curve == finished[0].curve  # as if never stopped
+
+
+@pytest.mark.slow
+def test_a_submitit_job_signalled_before_its_time_limit_saves_is_requeued_and_resumes(finished, cache_dir, tmp_path,
+                                                                                     monkeypatch):
+    # A real local submitit job. submitit sends USR2 before a job's time limit (or on pre-emption); its handler
+    # requeues the job. The run saves the step it was at first, and the requeued job resumes from there.
+    submitit = pytest.importorskip("submitit")
+    from submitit_job import TrainJob
+
+    tests = str(Path(__file__).parent)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    executor = submitit.AutoExecutor(folder=tmp_path / "submitit", cluster="local")
+    executor.update_parameters(timeout_min=20)
+    job = executor.submit(TrainJob([*MICRO, f"data.cache_dir={cache_dir}"], tmp_path / "run", signal_at=25))
+    record = RunResult.from_json(job.result())
+    assert record.status == "finished" and record.resumed_from_step == 25, job.stderr()
+    assert record.curve == finished[0].curve
+    assert "Caught signal SIGUSR2" in job.stderr() and "Requeued job" in job.stdout()  # by submitit, once saved
+
+
+def test_slurm_jobs_that_reach_their_time_limit_are_requeued(tmp_path):
+    from ffnbench import sweep
+
+    _, cfg = sweep.plan("linear", "submitit_slurm", [f"runs_root={tmp_path}", "slurm.partition=gpu"])
+    assert cfg.hydra.launcher.max_num_timeout == cfg.slurm.max_num_timeout > 0  # submitit's default, 0, never does
+    assert cfg.hydra.launcher.signal_delay_s > 0  # time to save a checkpoint after the pre-emption signal
 
 
 @pytest.mark.parametrize(

@@ -63,18 +63,37 @@ def finished_records(path: Path, timeout_s: float = 120.0) -> list:
         time.sleep(0.2)
 
 
-def run_info(run_dir: Path) -> dict:
-    """{'group', 'tags', 'name', 'config': {key: json}, 'summary': {key: json}} of the run in run_dir/wandb."""
-    files = sorted(Path(run_dir).glob("wandb/offline-run-*/run-*.wandb"))
-    assert files, f"no offline wandb run under {run_dir}"
-    info: dict = {"config": {}, "summary": {}}
-    for record in finished_records(files[-1]):
+def read_run(path: Path) -> dict:
+    """One offline run file: {'id', 'group', 'tags', 'name', 'config': {key: json}, 'summary': {key: json},
+    'history': [{key: value}, ...] (one per logged row, values decoded), 'metrics': {name or glob: step metric}}."""
+    import json
+
+    info: dict = {"config": {}, "summary": {}, "history": [], "metrics": {}}
+    for record in finished_records(path):
         kind = record.WhichOneof("record_type")
         if kind == "run":
-            info.update(group=record.run.run_group, tags=list(record.run.tags), name=record.run.display_name)
+            info.update(id=record.run.run_id, group=record.run.run_group, tags=list(record.run.tags),
+                        name=record.run.display_name)
             info["config"].update({u.key: u.value_json for u in record.run.config.update})
         elif kind == "config":
             info["config"].update({u.key: u.value_json for u in record.config.update})
         elif kind == "summary":
             info["summary"].update({u.key: u.value_json for u in record.summary.update if u.key})
+        elif kind == "history":
+            info["history"].append({"/".join(i.nested_key) or i.key: json.loads(i.value_json)
+                                    for i in record.history.item})
+        elif kind == "metric":
+            info["metrics"][record.metric.name or record.metric.glob_name] = record.metric.step_metric
     return info
+
+
+def run_files(run_dir: Path) -> list[Path]:
+    """The offline run files under run_dir/wandb, oldest first (a resumed run has one per start)."""
+    files = sorted(Path(run_dir).glob("wandb/offline-run-*/run-*.wandb"))
+    assert files, f"no offline wandb run under {run_dir}"
+    return files
+
+
+def run_info(run_dir: Path) -> dict:
+    """read_run of the latest offline run in run_dir/wandb."""
+    return read_run(run_files(run_dir)[-1])

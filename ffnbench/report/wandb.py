@@ -25,9 +25,7 @@ WANDB_STATES = {"finished": "finished", "running": "running", "crashed": "failed
 def check_wandb_online() -> None:
     """Fail at once, with the fix, wherever the W&B API cannot answer: offline mode, no credentials, or no
     route to the server (a short socket probe, so an offline machine does not sit in the client's retries)."""
-    from urllib.parse import urlparse
-
-    from ffnbench.loggers import has_wandb_credentials
+    from ffnbench.loggers import has_wandb_credentials, wandb_host
     from ffnbench.tokenizer import unreachable
 
     mode = os.environ.get("WANDB_MODE", "").lower()
@@ -37,8 +35,8 @@ def check_wandb_online() -> None:
     if not has_wandb_credentials():
         raise FFNBenchError("--wandb: no W&B credentials (set WANDB_API_KEY or run `wandb login`); or build the "
                             "report from disk: `make report SWEEP=<dir>`")
-    host = urlparse(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
-    why = unreachable(host)
+    host, port = wandb_host()
+    why = unreachable(host, port)
     if why:
         raise FFNBenchError(f"--wandb: {host} is unreachable ({why}); build the report from disk instead: "
                             "`make report SWEEP=<dir>`")
@@ -62,9 +60,11 @@ def record_from_wandb(run: Any) -> RunResult:
     config, summary = dict(run.config), dict(run.summary)
     mcfg = model_config(config, vocab_size_for(config["data"]))
     tokens_per_step = int(config["data"]["batch_size"]) * mcfg.seq_len
-    curve = [{"step": int(row["trainer/global_step"]), "tokens": int(row["trainer/global_step"]) * tokens_per_step,
-              "val_loss": row.get("val/loss"), "val_bpb": row.get("val/bpb")}
-             for row in run.scan_history(keys=["val/loss", "val/bpb", "trainer/global_step"])]
+    # One point per step, as result.json's curve: the final validation logs the last step's point a second time.
+    points = {int(row["trainer/global_step"]): row
+              for row in run.scan_history(keys=["val/loss", "val/bpb", "trainer/global_step"])}
+    curve = [{"step": step, "tokens": step * tokens_per_step, "val_loss": row.get("val/loss"),
+              "val_bpb": row.get("val/bpb")} for step, row in sorted(points.items())]
     final_stats = {k: summary.get(f"final/ffn_{k}") for k in ("zero_frac", "dead_frac", "never_positive_frac")}
     return RunResult(
         status=summary.get("status") or WANDB_STATES.get(run.state, "failed"),
@@ -100,6 +100,31 @@ def load_wandb(path: str, group: str | None) -> Loaded:
     return checked(loaded)
 
 
+# The W&B report's panels: (kind, title, x, metrics). Every key is one a run logs (history) or puts in its summary
+# (RunResult.wandb_summary, whose keys come from summary_key); a test checks them against a real run's files.
+REPORT_PANELS: tuple[tuple[str, str, str | None, tuple[str, ...]], ...] = (
+    ("line", "Validation curves", "tokens", ("val/loss",)),
+    ("scatter", "Loss vs FFN params", "params/ffn_per_layer", (summary_key("final_val_loss"),)),
+    ("bar", "Matched-budget loss", None, (summary_key("final_val_loss"),)),
+    ("bar", "Zero fraction / dead units", None, ("final/ffn_zero_frac", "final/ffn_dead_frac")),
+    ("bar", "Throughput", None, ("perf/tokens_per_s",)),
+)
+REPORT_GROUP_BY = "ffn.act"  # a config key: the runs of one FFN are one line / bar
+
+
+def report_keys() -> set[str]:
+    """Every run key (history or summary) the report's panels plot."""
+    return {key for _, _, x, metrics in REPORT_PANELS for key in (*([x] if x else []), *metrics)}
+
+
+def _panel(wr: Any, kind: str, title: str, x: str | None, metrics: tuple[str, ...]) -> Any:
+    if kind == "line":
+        return wr.LinePlot(title=title, x=x, y=list(metrics))
+    if kind == "scatter":
+        return wr.ScatterPlot(title=title, x=x, y=metrics[0])
+    return wr.BarPlot(title=title, metrics=list(metrics))
+
+
 def create_wandb_report(path: str, group: str | None, results: list[ClaimResult]) -> str:
     """A W&B report with the same panels as REPORT.md's figures, over the project's runs (grouped by FFN)."""
     require_workspaces()
@@ -107,19 +132,12 @@ def create_wandb_report(path: str, group: str | None, results: list[ClaimResult]
 
     entity, project = path.split("/", 1)
     runset = wr.Runset(entity=entity, project=project, name=group or project,
-                       filters=f"Config('name') == '{group}'" if group else None, groupby=["config.ffn.act"])
+                       filters=f"Config('name') == '{group}'" if group else None,
+                       groupby=[f"config.{REPORT_GROUP_BY}"])
     verdicts = "\n".join(f"- **{r.claim.id}** {r.verdict.verdict}: {r.effect or r.verdict.reason}" for r in results)
     report = wr.Report(entity=entity, project=project, title=f"ffnbench: {group or project}",
                        description="FFN claims tested by ffnbench", blocks=[
                            wr.H1("Claims"), wr.MarkdownBlock(text=verdicts),
-                           wr.PanelGrid(runsets=[runset], panels=[
-                               wr.LinePlot(title="Validation curves", x="tokens", y=["val/loss"]),
-                               wr.ScatterPlot(title="Loss vs FFN params", x="params/ffn_per_layer",
-                                              y="final/final_val_loss"),
-                               wr.BarPlot(title="Matched-budget loss", metrics=["final/final_val_loss"]),
-                               wr.BarPlot(title="Zero fraction / dead units",
-                                          metrics=["final/ffn_zero_frac", "final/ffn_dead_frac"]),
-                               wr.BarPlot(title="Throughput", metrics=["perf/tokens_per_s"]),
-                           ])])
+                           wr.PanelGrid(runsets=[runset], panels=[_panel(wr, *p) for p in REPORT_PANELS])])
     report.save()
     return str(report.url)
