@@ -188,9 +188,9 @@ def model_config(cfg: DictConfig | Mapping, vocab_size: int) -> ModelConfig:
     spec = ffn_spec(cfg["ffn"])
     m = cfg["model"]
     d_model = m["d_model"]
-    target = _get(m, "non_embedding_params")
+    target = fixed_budget(m)
     if target is not None:
-        d_model = solve_fixed_budget(float(target), m, spec)
+        d_model = solve_fixed_budget(target, m, spec)
     mcfg = ModelConfig(
         vocab_size=vocab_size,
         seq_len=m["seq_len"],
@@ -212,12 +212,30 @@ def reference_params(cfg: DictConfig | Mapping) -> int:
     or its fixed non-embedding budget (model.non_embedding_params). One count per model, not per variant, so
     every FFN variant and width of a model trains the same tokens; non-embedding (Kaplan et al. 2020), so the
     tokenizer's vocabulary does not change it. A GPU user who swaps the model group keeps the ratio."""
+    m = cfg["model"]
+    target = fixed_budget(m)
+    return int(target) if target is not None else _textbook_non_embedding(m)
+
+
+REFERENCE_BUDGET = "reference"  # model.non_embedding_params: the model group's own count with a 4·d GELU FFN
+
+
+def fixed_budget(m: Mapping | DictConfig) -> float | None:
+    """The fixed non-embedding budget of `cfg.model` (model.non_embedding_params): None (no fixed budget), a
+    number, or `reference`: what the model group has with the textbook FFN — so a preset's fixed-budget arm
+    scales with whatever model group it runs with."""
+    target = _get(m, "non_embedding_params")
+    if target is None:
+        return None
+    if target == REFERENCE_BUDGET:
+        return float(_textbook_non_embedding(m))
+    return _number("model.non_embedding_params", target)
+
+
+def _textbook_non_embedding(m: Mapping | DictConfig) -> int:
+    """Non-embedding parameters of the model group (its own d_model) with an ungated 4·d FFN without bias."""
     from ffnbench.accounting import count_params
 
-    m = cfg["model"]
-    target = _get(m, "non_embedding_params")
-    if target is not None:
-        return int(float(target))
     ref = ModelConfig(vocab_size=1, seq_len=m["seq_len"], d_model=m["d_model"], n_layer=m["n_layer"],
                       n_head=m["n_head"], attn_bias=bool(_get(m, "attn_bias", True)), ffn=FFNSpec("gelu", width=4))
     return count_params(ref).non_embedding

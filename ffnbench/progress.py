@@ -62,7 +62,8 @@ def _duration(seconds: float) -> str:
 
 def estimate(runs: Sequence[tuple[Path, float | None]]) -> Estimate:
     """`runs`: (run directory, planned FLOPs) of every run of the sweep. A run's FLOPs count as left until it
-    has a final status (a resumed run's done part is not subtracted: a slight overestimate)."""
+    has a final status (a resumed run's done part is not subtracted: a slight overestimate). The rate is per run,
+    so runs trained side by side (joblib, SLURM arrays) make the estimate too long by their parallelism."""
     done, left = 0, 0.0
     flops_done = seconds_done = 0.0
     based_on = 0
@@ -73,15 +74,25 @@ def estimate(runs: Sequence[tuple[Path, float | None]]) -> Estimate:
             result = None
         if result is not None and result.status in FINAL_STATUSES:
             done += 1
-            total, wall = (result.flops or {}).get("total_training"), result.wall_time_s
-            if result.status == "finished" and total and wall:
-                flops_done += float(total)
-                seconds_done += float(wall)
+            trained = _flops_of_last_segment(result)
+            if result.status == "finished" and trained and result.wall_time_s:
+                flops_done += trained
+                seconds_done += float(result.wall_time_s)
                 based_on += 1
         elif flops:
             left += flops
     rate = flops_done / seconds_done if seconds_done else None
     return Estimate(done, len(runs), left / rate if rate else None, rate, based_on)
+
+
+def _flops_of_last_segment(result: RunResult) -> float | None:
+    """The training FLOPs of the steps the run's last process trained: its wall time covers only those (a
+    resumed run's earlier segments were timed by earlier processes)."""
+    per_token = (result.flops or {}).get("per_token_training")
+    if not (per_token and result.steps and result.tokens_per_step):
+        return None
+    steps = result.steps - (result.resumed_from_step or 0)
+    return float(per_token) * steps * result.tokens_per_step if steps > 0 else None
 
 
 def manifest_runs(sweep_dir: Path) -> list[tuple[Path, float | None]]:

@@ -124,6 +124,7 @@ class RunResult:
             compile: what torch.compile did (compiling.CompileWatch.record).
         """
         from ffnbench.accounting import count_flops, count_params
+        from ffnbench.config import fixed_budget
         from ffnbench.ffn import size_ffn
 
         flops = count_flops(model)
@@ -143,7 +144,7 @@ class RunResult:
             config=config,
             ffn=ffn_record(model.ffn, size_ffn(model.ffn, model.d_model)),
             model={**model_record(model, config["model"].get("name")), "ffn_init": model.ffn_init,
-                   **fixed_budget_record(config["model"].get("non_embedding_params"), params.non_embedding)},
+                   **fixed_budget_record(fixed_budget(config["model"]), params.non_embedding)},
             params=params.as_dict(),
             flops={"per_token_training": flops.training, "per_token_forward": flops.forward,
                    "total_training": flops.training * steps * tokens_per_step},

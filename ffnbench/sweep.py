@@ -10,6 +10,7 @@ prints the outcome, and writes the report. Planning imports neither Lightning no
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import os
 import subprocess
@@ -74,11 +75,12 @@ def launcher_overrides(launcher: str | None) -> list[str]:
 class PlannedRun:
     overrides: list[str]
     run_dir: Path
-    # skip | resume | start | conflict | wait (for the tuning runs that choose its lr) | running (another process
-    # trains it now: not started again)
+    # skip | resume | start | conflict | wait (for the tuning runs that choose its lr) | blocked (they cannot: all
+    # diverged) | running (another process trains it now: not started again)
     action: str
     note: str = ""
     flops: float | None = None  # the training FLOPs its config asks for (progress.planned_flops)
+    tuned: bool = False  # its lr is the one its tuning runs chose (optim.lr=tuned)
 
 
 def _is_sweep(override: str) -> bool:
@@ -112,14 +114,19 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
             continue
         choice = choose_lr(config, tuning_runs)
         if choice.lr is None:
-            runs.append(PlannedRun(job, run_dir, "wait", f"lr: {choice.describe()}", planned_flops(config)))
+            runs.append(PlannedRun(job, run_dir, "blocked" if choice.blocked else "wait", f"lr: {choice.describe()}",
+                                   planned_flops(config)))
         else:
             resolved[len(runs)] = with_lr(job, choice.lr)
             runs.append(None)
     for i, (job, run_dir, config, undecided) in zip(resolved, _compose_jobs(list(resolved.values()), launcher_args,
                                                                             here)):
-        runs[i] = _classify(job, run_dir, config, undecided)
-    return [r for r in runs if r is not None], sweep_cfg
+        runs[i] = dataclasses.replace(_classify(job, run_dir, config, undecided), tuned=True)
+    unique: dict[Path, PlannedRun] = {}  # a tuned job may be a run a grid names too (the same lr): it runs once
+    for r in runs:
+        if r is not None:
+            unique.setdefault(r.run_dir, r)
+    return list(unique.values()), sweep_cfg
 
 
 def _compose_jobs(jobs: list[list[str]], launcher_args: list[str],
@@ -299,10 +306,13 @@ def main(argv: list[str] | None = None) -> None:
         if todo:
             launched = True
             if stage == 2:
-                console.print(f"lr-tuning stage done: {len(todo)} runs at their tuned lrs")
+                tuned = sum(r.tuned for r in todo)
+                console.print(f"lr-tuning stage done: {tuned} runs at their tuned lrs"
+                              + (f", {len(todo) - tuned} others retried" if len(todo) > tuned else ""))
             _launch(command, todo, sweep_dir, console)
         if stage == 1 and any(r.action == "wait" for r in runs):
             runs, _ = plan(ns.experiment, ns.launcher, ns.overrides)
+            check_plan(runs, sweep_cfg, ns.launcher, ns.confirm)  # stage 2's runs get stage 1's checks
             write_json_atomic(sweep_dir / SWEEP_MANIFEST, {**manifest, "runs": [str(r.run_dir) for r in runs],
                                                            "flops": [r.flops for r in runs]})
         else:

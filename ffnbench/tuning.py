@@ -53,8 +53,11 @@ class LrChoice:
     lr: float | None
     runs: tuple[Path, ...]  # the tuning runs that decide it
     waiting: int  # how many of them have no outcome (finished or diverged) yet
+    blocked: str = ""  # why no lr can be chosen although every tuning run has an outcome (all diverged)
 
     def describe(self) -> str:
+        if self.blocked:
+            return self.blocked
         if self.lr is None:
             return f"waits for {self.waiting} of {len(self.runs)} tuning runs"
         return f"lr {self.lr:g} chosen on {len(self.runs)} tuning runs"
@@ -82,7 +85,7 @@ def check_tuning(judged: Sequence[tuple[dict, str]], tuning: Sequence[TuningRun]
 
 def choose_lr(config: Mapping, tuning: Sequence[TuningRun]) -> LrChoice:
     """The lr for a judged job with `optim.lr=tuned`: claims.pairing.best_lr over its tuning group once every
-    run in it has an outcome; a group where no lr finished cannot choose (ConfigError names it)."""
+    run in it has an outcome; a group where every run diverged cannot choose (`blocked` says so)."""
     from ffnbench.claims.pairing import best_lr
     from ffnbench.claims.runs import Run
 
@@ -100,7 +103,7 @@ def choose_lr(config: Mapping, tuning: Sequence[TuningRun]) -> LrChoice:
     dirs = tuple(t.run_dir for t in group)
     if waiting:
         return LrChoice(None, dirs, waiting)
-    if not any(r.usable for r in runs):
-        raise ConfigError(f"every tuning run of {dirs[0].parent}/{dirs[0].name.rsplit('-s', 1)[0]}-* diverged: "
-                          "no lr to judge it at; add smaller lrs to its tuning grid")
+    if not any(r.usable for r in runs):  # the sweep goes on with its other variants; this one cannot
+        return LrChoice(None, dirs, 0, blocked=f"every one of its {len(dirs)} tuning runs diverged: no lr to judge "
+                                               "it at; add smaller lrs to its tuning grid")
     return LrChoice(best_lr(runs), dirs, 0)

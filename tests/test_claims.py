@@ -325,3 +325,54 @@ def test_tuning_runs_are_judged_by_no_statistic():
            for lr in (3e-3, 3e-2)]
     assert verdicts(judged)["C5"].effect == verdicts(judged + odd)["C5"].effect
     assert verdicts(judged)["C6"].details == verdicts(judged + odd)["C6"].details
+
+
+def _tuned(act: str, lrs: tuple[float, float], best: float, base: float, wiggle=(0.0, 0.002, 0.001),
+           **factors) -> list[dict]:
+    """Tuning runs of one variant (seeds 7, 8) at two lrs, `best` the better one, and its judged runs at `best`."""
+    tuning = [make_record(act, s, base + (0.0 if lr == best else 0.2), lr=lr, config={"tuning": True}, **factors)
+              for s in (7, 8) for lr in lrs]
+    return tuning + losses(act, base, lr=best, wiggle=wiggle, **factors)
+
+
+def test_c8_pairs_the_two_depths_of_tuned_comparisons_whatever_lrs_they_chose():
+    """Each depth and variant chose its own lr: the depth interaction still pairs the two tuned comparisons."""
+    records = (_tuned("relu", (2e-3, 4e-3), 4e-3, 3.10, n_layer=2)
+               + _tuned("swish", (2e-3, 4e-3), 2e-3, 3.06, (0.001, 0.0, 0.002), n_layer=2)
+               + _tuned("relu", (2e-3, 4e-3), 2e-3, 3.00, n_layer=4)
+               + _tuned("swish", (2e-3, 4e-3), 4e-3, 2.90, (0.002, 0.0, 0.0005), n_layer=4))
+    result = verdicts(records)["C8"]
+    assert "depth interaction" in result.effect, result.verdict
+    assert result.verdict.verdict == SUPPORTED, result.verdict
+
+
+def test_c1_ignores_an_activation_without_a_width_arm():
+    """The headline relu (budget 4 only) is no width arm: C1 is decided by gelu's fixed-budget arm alone."""
+    n = {"non_embedding_params": 20000}
+    gelu = [rec for ratio, base, wiggle in ((2, 3.10, (0.0, 0.002, 0.001)), (4, 3.00, (0.001, 0.0, 0.002)),
+                                            (8, 3.08, (0.002, 0.001, 0.0)))
+            for rec in losses("gelu", base, width=ratio, wiggle=wiggle, **n)]
+    result = verdicts(gelu + losses("relu", 3.2))["C1"]
+    assert result.verdict.verdict == SUPPORTED, result.verdict
+    assert "relu" not in result.verdict.reason
+
+
+def test_c5_reads_trained_zeros_at_the_lr_the_tuning_runs_chose():
+    """relu's tuning runs chose 0.004; its judged runs at the grid lr 0.001 (lower loss on these seeds) have 0.9
+    zeros, at 0.004 about half: C5's trained reading is taken at 0.004."""
+    tuning = [make_record("relu", s, loss, lr=lr, config={"tuning": True}) for s in (7, 8)
+              for lr, loss in ((1e-3, 3.2), (4e-3, 3.0))]
+    judged = ([make_record("relu", s, 3.0, lr=4e-3, zero_final=0.5 + 0.001 * s) for s in (0, 1, 2)]
+              + [make_record("relu", s, 2.9, lr=1e-3, zero_final=0.9) for s in (0, 1, 2)]
+              + [make_record("gelu", s, 3.0, lr=4e-3, zero_final=0.0) for s in (0, 1, 2)])
+    result = verdicts(tuning + judged)["C5"]
+    assert "relu at lr 0.004" in result.verdict.reason, result.verdict
+    assert "the lr its tuning runs chose" in "\n".join(result.details)
+
+
+def test_c4_stability_counts_only_the_lr_seed_cells_both_activations_ran():
+    """relu ran three extra seeds at lr 0.01 where it diverged; gelu did not run them: they do not count."""
+    grid = [rec for lr in (3e-3, 1e-2) for rec in losses("gelu", 3.0, lr=lr) + losses("relu", 3.05, lr=lr)]
+    extra = [make_record("relu", s, None, lr=1e-2, status="diverged") for s in (3, 4, 5)]
+    details = "\n".join(verdicts(grid + extra)["C4"].details)
+    assert "relu: 0 of 6 runs diverged" in details and "gelu: 0 of 6 runs diverged" in details

@@ -25,7 +25,8 @@ def _finished(tmp_path, name, flops, wall, status="finished"):
     run_dir = tmp_path / name
     run_dir.mkdir()
     record = make_record("gelu", status=status, loss=3.0 if status == "finished" else None)
-    record.update(flops={**record["flops"], "total_training": flops}, wall_time_s=wall)
+    record.update(flops={**record["flops"], "per_token_training": flops / 100, "total_training": flops},
+                  steps=100, tokens_per_step=1, resumed_from_step=None, wall_time_s=wall)
     (run_dir / RESULT_FILE).write_text(json.dumps(record))
     return run_dir
 
@@ -58,3 +59,11 @@ def test_a_run_launched_by_a_sweep_prints_its_progress_line(tmp_path, monkeypatc
                                "its 1 finished run reached)")
     monkeypatch.setenv(SWEEP_ENV, str(tmp_path / "missing"))
     assert progress_line() is None
+
+
+def test_a_resumed_runs_rate_counts_only_what_its_last_process_trained(tmp_path):
+    """A run resumed at step 60 of 100 was timed (100 s) over its last 40 steps: 4e11 of its 1e12 FLOPs."""
+    run_dir = _finished(tmp_path, "a", 1e12, 100.0)
+    record = json.loads((run_dir / RESULT_FILE).read_text())
+    (run_dir / RESULT_FILE).write_text(json.dumps({**record, "resumed_from_step": 60}))
+    assert estimate([(run_dir, 1e12), (tmp_path / "b", 4e11)]).seconds_left == 100.0

@@ -33,10 +33,10 @@ EXPECTED_RUNS = {  # the grids of conf/experiment/*.yaml, counted by hand
     "lr": 3 * 4 * 2 + 3 * 3,  # tuning stage (4 lrs × seeds 100, 101), then 3 judged seeds at the tuned lr
     "scale": 3 * 3 * 2,
     "full": 10 * 3 + 2 * 3 * 3 + 2 * 4 * 3 + 5 * 3 * 3 + 3 * 3 + 2 * 2 * 3 + 3 * 3,
-    # tuning (3 lrs × seeds 100, 101) + judged seeds, per arm: headline, bias, widths at fixed d, widths at a fixed
-    # budget, the C6 lr grid (judged only), depth 8, matched init, d_model 32
-    "cpu_claims": (8 * 6 + 8 * 6) + (6 + 6) + (3 * 6 + 3 * 5) + (4 * 6 + 4 * 5) + 2 * 4 * 3 + (2 * 6 + 2 * 5)
-                  + (4 * 6 + 4 * 5) + (4 * 6 + 4 * 5),
+    # tuning (3 lrs × seeds 100, 101 for the headline, 100 elsewhere) + judged seeds, per arm: headline, bias,
+    # widths at fixed d, widths at a fixed budget, the C6 lr grid (judged only), depth 2, matched init, d_model 32
+    "cpu_claims": (8 * 6 + 8 * 6) + (3 + 6) + (3 * 3 + 3 * 5) + (4 * 3 + 4 * 5) + 2 * 4 * 3 + (2 * 3 + 2 * 5)
+                  + (4 * 3 + 4 * 5) + (4 * 3 + 4 * 5),
 }
 BIG = ("full", "cpu_claims")  # expanded, not composed job by job (hundreds of runs: slow)
 
@@ -318,7 +318,8 @@ def test_a_run_training_elsewhere_is_planned_as_running_and_not_started(tmp_path
     assert f"(pid {holder.pid}" in runs[0].note
     out = run_sweep("linear", "--no-report", "--", *args, tmp=tmp_path)
     assert "2 runs: 0 skipped (already done), 0 resumed, 1 started, 1 running elsewhere" in out.stdout
-    assert f"{held.name}: already running on" in out.stdout  # the run itself said so, and did not start
+    assert "not started: 1 runs are training elsewhere" in out.stdout and f"(pid {holder.pid}" in out.stdout
+    assert held.name in out.stdout  # the sweep named it and where it runs, and did not launch it
     assert not {RESULT_FILE, "run_config.json", "checkpoints"} & {p.name for p in held.iterdir()}
     assert (runs[1].run_dir / RESULT_FILE).exists()
     assert out.returncode == 1  # the sweep is not done while one of its runs is still training elsewhere

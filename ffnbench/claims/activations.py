@@ -70,11 +70,15 @@ def c3(obs: Observations) -> Evidence:
 
 def _stability(obs: Observations, key: PairKey, acts: tuple[str, ...]) -> tuple[list[str], dict[str, tuple[int, int]]]:
     """Over the lr grid of one matched setting: per activation, the lrs run, diverged runs, and the spread of
-    the mean final loss across lrs; and (diverged, finished + diverged) runs per activation."""
+    the mean final loss across lrs; and (diverged, finished + diverged) runs per activation. Only the (lr, seed)
+    cells every activation ran count, so that a side's extra seeds at its own tuned lr do not weigh in."""
     lines = ["", "| variant | lr | finished | diverged | val loss (mean ± std) |", "|---|---|---|---|---|"]
     counts: dict[str, tuple[int, int]] = {}
+    ran = {act: [r for r in obs.runs if r.act == act and matched_key(r) == key and (r.usable or r.diverged)]
+           for act in acts}
+    cells = set.intersection(*({(r.lr, r.seed) for r in runs} for runs in ran.values()))
     for act in acts:
-        runs = [r for r in obs.runs if r.act == act and matched_key(r) == key and (r.usable or r.diverged)]
+        runs = [r for r in ran[act] if (r.lr, r.seed) in cells]
         counts[act] = (sum(r.diverged for r in runs), len(runs))
         means = []
         for lr in sorted({r.lr for r in runs}):
@@ -143,7 +147,8 @@ def c8(obs: Observations) -> Evidence:
 def _depth_pair(comps: list[Comparison], shallow: int, deep: int) -> tuple[Comparison | None, Comparison | None]:
     """Two comparisons at the given depths that agree on everything else, with the most shared seeds."""
     def rest(c: Comparison) -> tuple:
-        return (without_factor(c.key, "model.n_layer"), c.lr)
+        # a tuned comparison's lr text names each depth's own tuned lrs: pair on the protocol, not that text
+        return (without_factor(c.key, "model.n_layer"), c.best_lr, c.protocol, None if c.best_lr else c.lr)
 
     pairs = [(s, d) for s in comps for d in comps
              if s.key.factor("model.n_layer") == shallow and d.key.factor("model.n_layer") == deep

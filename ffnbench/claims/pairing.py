@@ -294,9 +294,10 @@ def _lrs(runs: list[Run]) -> tuple[set[float], set[float]]:
 
 def _best_lr_runs(side: list[Run], tuned: bool) -> tuple[float, tuple[Run, ...]] | None:
     """The side's best lr and the runs judged at it: chosen on the tuning runs and judged on the others when
-    the group has tuning runs, else chosen and judged on the same runs. None without two lrs to choose from."""
+    the group has tuning runs (as ffnbench.tuning chose it), else chosen and judged on the same runs. None without
+    a finished tuning lr, or, untuned, without two lrs to choose from."""
     pool = [r for r in side if r.role == "tuning"] if tuned else side
-    if len(_lrs(pool)[0]) < 2:
+    if len(_lrs(pool)[0]) < (1 if tuned else 2):  # tuning runs choose even when one lr finished: make sweep did
         return None
     lr = best_lr(pool)
     return lr, tuple(r for r in side if r.lr == lr and r.role != "tuning")

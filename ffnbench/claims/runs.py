@@ -130,9 +130,12 @@ def describe_setting(setting: Setting) -> str:
     """The setting in words: 'small (d_model 64, 2 layers)' or the fixed budget it was solved for."""
     s = dict(setting)
     text = f"{s.get('model.name') or 'model'} (d_model {s.get('model.d_model')}, {s.get('model.n_layer')} layers)"
-    if s.get("model.non_embedding_params"):
-        text = (f"{s.get('model.name') or 'model'} at a fixed {s['model.non_embedding_params']:.3g} non-embedding "
-                f"params ({s.get('model.n_layer')} layers; d_model solved per FFN)")
+    budget = s.get("model.non_embedding_params")
+    if budget:
+        size = (f"its d_model {s.get('model.d_model')} model's own" if budget == "reference"
+                else f"{float(budget):.3g}")
+        text = (f"{s.get('model.name') or 'model'} at a fixed {size} non-embedding params ({s.get('model.n_layer')} "
+                "layers; d_model solved per FFN)")
     return text
 
 

@@ -7,10 +7,12 @@ with its own verdict, and the claim needs both."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
-from ffnbench.claims.pairing import PairKey, best_lr, matched_key
+from ffnbench.claims.pairing import PairKey, best_lr, chosen_lrs, matched_key, tuning_key
 from ffnbench.claims.runs import Run, group_by, per_seed_mean, stat_of
 from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Summary, Verdict
 
@@ -46,15 +48,19 @@ def gelu_none(values: dict[int, float]) -> Verdict:
     return Verdict(INCONCLUSIVE, f"{len(over)} of {len(values)} seeds above {GELU_ZERO_TOL:g}: {worst}")
 
 
-def trained_runs(runs: list[Run], act: str) -> tuple[PairKey | None, float | None, list[Run]]:
+def trained_runs(runs: list[Run], act: str, tuning: Iterable[Run] = ()) -> tuple[PairKey | None, float | None,
+                                                                                 list[Run]]:
     """The trained networks C5 reads for one activation: its most common matched setting (the most runs), at
-    that setting's best lr (the lr one would train it at); all of the setting's runs when it ran one lr."""
+    the lr its tuning runs chose where it has some (pairing.chosen_lrs), else at that setting's best lr (the lr
+    one would train it at); all of the setting's runs when it ran one lr."""
     groups = group_by((r for r in runs if r.act == act), matched_key)
     groups.pop(None, None)
     if not any(r.usable for g in groups.values() for r in g):
         return None, None, []
     key = min(groups, key=lambda k: (-sum(r.usable for r in groups[k]), repr(k)))
-    lr = best_lr(groups[key])
+    chosen = chosen_lrs(tuning)
+    tuned = {chosen[tuning_key(r)] for r in groups[key] if tuning_key(r) in chosen}
+    lr = tuned.pop() if len(tuned) == 1 else best_lr(groups[key])
     return key, lr, [r for r in groups[key] if r.lr == lr]
 
 
@@ -78,7 +84,8 @@ def c5(obs: Observations) -> Evidence:
         return ev
     # At init every run of a seed shares its weights (the lr acts later): one value per seed over all runs.
     init = tuple(per_seed_mean([r for r in measured if r.act == a], at_init) for a in ("relu", "gelu"))
-    (_, relu_lr, relu_runs), (_, gelu_lr, gelu_runs) = (trained_runs(list(obs.runs), a) for a in ("relu", "gelu"))
+    (_, relu_lr, relu_runs), (_, gelu_lr, gelu_runs) = (trained_runs(list(obs.runs), a, obs.tuning)
+                                                        for a in ("relu", "gelu"))
     final = per_seed_mean(relu_runs, after), per_seed_mean(gelu_runs, after)
     lrs = ", ".join(f"{a} at lr {lr:g}" for a, lr in (("relu", relu_lr), ("gelu", gelu_lr)) if lr is not None)
     ev.parts += _readings(init, final, f"after training ({lrs or 'no trained run'})")
@@ -89,8 +96,10 @@ def c5(obs: Observations) -> Evidence:
                  f"{fmt_interval(final_s, unit='', signed=False)}; largest gelu zero fraction after training "
                  f"{'n/a' if gelu_max is None else f'{gelu_max:.3g}'}")
     ev.details = [*_zero_table(measured, {"relu": relu_lr, "gelu": gelu_lr}), "",
-                  "- lr protocol: after training, each activation at its best lr (lowest mean final loss), chosen on "
-                  "the same seeds — the zero fraction plays no part in the choice"]
+                  "- lr protocol: after training, each activation at " + (
+                      "the lr its tuning runs chose (tuning seeds, never judged)" if obs.tuning else
+                      "its best lr (lowest mean final loss), chosen on the same seeds") +
+                  " — the zero fraction plays no part in the choice"]
     return ev
 
 

@@ -115,8 +115,9 @@ def _table(act: str, key: Series, ratios: dict[float, list[Run]]) -> list[str]:
 
 def _activation(obs: Observations, act: str, ev: Evidence) -> bool:
     """One activation's share of C1 (its fixed-budget parts, its fixed-d_model description); False when it
-    has no width runs at all."""
-    fixed_d, fixed_b = (_width_series(obs, act, fixed) for fixed in (False, True))
+    has no width arm at all. A series with one ratio is no width arm (e.g. the headline relu at 4×)."""
+    fixed_d, fixed_b = ({k: v for k, v in _width_series(obs, act, fixed).items() if len(v) >= 2}
+                        for fixed in (False, True))
     if fixed_d:
         key = _largest(fixed_d, set(), obs.base_setting)
         ev.details += _table(act, key, fixed_d[key])
