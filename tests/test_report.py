@@ -243,3 +243,87 @@ def test_cost_aware_views_read_each_pair_at_the_cheaper_runs_flops_and_time(tmp_
     assert flops.mean == pytest.approx(-0.049 + (1000 - 1000 / 1.5) / 1000)  # gelu at 1000 vs swiglu at 667 tokens
     assert time.mean == pytest.approx(-0.049 + 0.5)  # swiglu has had half gelu's tokens
     assert flops.n == time.n == 3
+
+
+# ---- tuning runs in the tables, the summary and the Learning rates section -----------------------------------
+
+
+def tuning_record(act, seed, lr, loss, status="finished"):
+    return make_record(act, seed, loss, lr=lr, config={"tuning": True}, status=status)
+
+
+def test_a_run_at_its_tuned_lr_is_in_its_own_lr_comparison_too():
+    """relu's tuned lr is 0.004, gelu's 0.001; an explicit grid at 0.004 must show both, not gelu alone."""
+    tuning = [tuning_record(act, s, lr, loss + 0.001 * s) for s in (100, 101)
+              for act, lr, loss in (("relu", 1e-3, 3.2), ("relu", 4e-3, 3.1), ("gelu", 1e-3, 3.0), ("gelu", 4e-3, 3.1))]
+    judged = [make_record(act, s, 3.0 + 0.001 * s, lr=lr) for s in (0, 1, 2)
+              for act, lr in (("relu", 4e-3), ("gelu", 4e-3), ("gelu", 1e-3))]
+    runs = [run_of(r) for r in tuning + judged]
+    tables = {lr: variants for _, lr, variants in comparisons(runs)}
+    assert [lr for _, lr, _ in comparisons(runs)] == [None, 4e-3]  # a tie: the tuned comparison leads
+    assert list(tables[4e-3]) == ["relu-b4-nobias", "gelu-b4-nobias"]
+    assert {label: {r.lr for r in rs} for label, rs in tables[None].items()} == {"relu-b4-nobias": {4e-3},
+                                                                                 "gelu-b4-nobias": {1e-3}}
+    assert len(primary_runs(runs)) == 6 and {(r.act, r.lr) for r in primary_runs(runs)} == {("relu", 4e-3),
+                                                                                            ("gelu", 1e-3)}
+    runs += [run_of(make_record("swish", s, 3.0, lr=4e-3)) for s in (0, 1, 2)]  # now the grid has more runs
+    assert [lr for _, lr, _ in comparisons(runs)] == [4e-3, None]
+    assert len(primary_runs(runs)) == 9 and {r.lr for r in primary_runs(runs)} == {4e-3}
+
+
+def test_cost_aware_views_use_the_final_loss_and_only_the_references_budget():
+    def run(act, seed, loss, **kw):
+        rec = make_record(act, seed, loss, **kw)
+        # the curve's small validation set disagrees with the final validation loss (relu's more than gelu's)
+        rec["curve"][-1]["val_loss"] = loss + (0.7 if act == "relu" else 0.5)
+        return run_of(rec)
+
+    runs = [run(a, s, loss + 0.01 * s, **kw) for s in (0, 1, 2) for a, loss, kw in
+            (("gelu", 3.0, {}), ("relu", 3.1, {}), ("gelu", 2.9, {"width": 8}), ("gelu", 3.05, {"bias": True}))]
+    from ffnbench.report.costs import at_equal_cost, costs_section
+
+    gelu, relu = ([r for r in runs if r.label == label] for label in ("gelu-b4-nobias", "relu-b4-nobias"))
+    assert at_equal_cost(gelu, relu, None).mean == pytest.approx(0.1)
+    text = "\n".join(costs_section(runs))
+    rows = [line for line in text.splitlines() if line.startswith("| ") and " − gelu" in line]
+    assert [row.split(" | ")[0] for row in rows] == ["| relu-b4-nobias − gelu-b4-nobias"]
+    assert rows[0].split(" | ")[1].startswith("+0.1000 ")
+    assert "left out, at another parameter count: gelu-b4-bias, gelu-w8-nobias" in text
+
+
+def test_summary_and_unused_runs_set_the_tuning_runs_apart(tmp_path):
+    tuning = [tuning_record(act, s, lr, 3.1 + 0.001 * s) for s in (100, 101) for act in ("relu", "gelu")
+              for lr in (1e-3, 3e-3)] + [tuning_record("relu", 100, 1e-2, None, status="diverged")]
+    judged = [make_record(act, s, 3.0 + 0.001 * s, lr=1e-3) for s in (0, 1) for act in ("relu", "gelu")]
+    text = report.write_report(write_sweep(tmp_path / "s", tuning + judged), bench_files=[]).read_text()
+    summary = text.split("\n\n")[1]
+    assert summary.startswith("4 finished judged runs of 2 variants (seeds 0, 1), plus 9 lr-tuning runs on seeds "
+                              "100, 101 (1 diverged; ")
+    assert "0 diverged judged runs and 0 other runs not used" in summary
+    unused = text[text.index("## Runs not used"):text.index("## Provenance")]
+    row = next(line for line in unused.splitlines() if "lr0.01" in line)
+    assert "an lr-tuning run: judged by no statistic" in row and "C4" not in row
+
+
+def test_the_seeds_for_a_target_halfwidth_say_they_use_the_seed_to_seed_sd_only(sweep):
+    _, text = sweep
+    results = text[text.index("## Results by comparison"):]
+    above = results.split("| variant | Δ loss (nats) |", 1)[0].rsplit("\n\n", 2)[-2]
+    assert "seeds for ±0.02" in above and "seed-to-seed SD of the differences only" in above
+    assert "validation-window part of the interval does not shrink with more seeds" in above
+
+
+def test_why_says_when_divergences_decided_and_no_lr_says_what_happened():
+    from ffnbench.report.lrs import lr_section, why
+
+    grid = [(1e-3, 3.2, 3.2), (3e-3, 3.0, None), (1e-2, 3.1, 3.1)]  # 0.003 is lowest but diverged on seed 8
+    runs = [run_of(tuning_record("relu", s, lr, loss, status="finished" if loss is not None else "diverged"))
+            for lr, *losses in grid for s, loss in zip((7, 8), losses)]
+    assert why(runs, 1e-2).startswith("lowest mean final loss among the lrs where no seed diverged, over tuning "
+                                      "seeds 7, 8; lrs where a seed diverged rank last (0.003)")
+    clean = [r for r in runs if r.lr != 3e-3]
+    assert why(clean, 1e-2).startswith("lowest mean final loss over tuning seeds 7, 8")
+    failed = [run_of(tuning_record("gelu", 7, 1e-3, None, status="diverged")),
+              run_of(tuning_record("gelu", 8, 1e-3, None, status="failed"))]
+    row = next(line for line in lr_section(failed) if line.startswith("| gelu-b4-nobias"))
+    assert "| none | no finished tuning run (1 diverged, 1 failed or other): its judged runs cannot run |" in row

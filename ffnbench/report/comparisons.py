@@ -1,7 +1,9 @@
 """How the report groups runs, for its tables and its figures alike: one comparison per (model setting, lr),
 the sweep's most common one first, and the variants of a comparison in a fixed order (the activations in
 ffn.VARIANTS order, then sizing, ratio, bias, rounding). Judged runs at the lr their tuning runs chose
-(ffnbench.tuning) form one comparison per setting, "each at its tuned lr" (lr None); tuning runs are in none."""
+(ffnbench.tuning) form one comparison per setting, "each at its tuned lr" (lr None), and stay in the comparison
+of their own lr too wherever another run was judged at that lr (e.g. an explicit lr grid); tuning runs are in
+none."""
 
 from __future__ import annotations
 
@@ -20,17 +22,35 @@ def variant_order(r: Run) -> tuple:
 
 
 def comparison_lr(r: Run, chosen: dict[tuple, float]) -> float | None:
-    """The lr a judged run is compared at: None when it ran at the lr its tuning runs chose (`chosen`:
-    claims.pairing.chosen_lrs), else its own."""
+    """The lr a judged run is compared at first: None when it ran at the lr its tuning runs chose (`chosen`:
+    claims.pairing.chosen_lrs), else its own. A run at its tuned lr is in its own lr's comparison too
+    (comparison_lrs)."""
     return None if chosen.get(tuning_key(r)) == r.lr else r.lr
+
+
+def comparison_lrs(r: Run, chosen: dict[tuple, float]) -> tuple[float | None, ...]:
+    """Every lr a judged run is compared at: its own, and None too when that is the lr its tuning runs chose."""
+    return (None, r.lr) if comparison_lr(r, chosen) is None else (r.lr,)
+
+
+def _groups(runs: list[Run]) -> dict[tuple, list[Run]]:
+    """{(setting, lr): its judged runs} per comparison (see comparisons). A fixed-lr comparison whose runs all
+    ran at their tuned lr is not one of its own: those runs are the tuned comparison's."""
+    chosen = chosen_lrs(runs)
+    groups: dict[tuple, list[Run]] = {}
+    for r in runs:
+        if r.role != "tuning":
+            for lr in comparison_lrs(r, chosen):
+                groups.setdefault((r.setting, lr), []).append(r)
+    return {k: rs for k, rs in groups.items()
+            if k[1] is None or any(comparison_lr(r, chosen) is not None for r in rs)}
 
 
 def comparisons(runs: list[Run]) -> list[tuple[tuple, float | None, dict[str, list[Run]]]]:
     """(setting, lr, {FFN label: its runs}) per comparison of the judged runs, the one with the most usable runs
-    first; lr None: each variant at its tuned lr (see comparison_lr)."""
-    chosen = chosen_lrs(runs)
-    judged = [r for r in runs if r.role != "tuning"]
-    groups = group_by(judged, lambda r: (r.setting, comparison_lr(r, chosen)))
+    first (the tuned one on a tie); lr None: each variant at its tuned lr. A run at its tuned lr is in both that
+    comparison and its own lr's, when another run was judged at that lr (see comparison_lrs)."""
+    groups = _groups(runs)
     order = sorted(groups, key=lambda k: (-sum(r.usable for r in groups[k]), k[1] is not None, str(k)))
     out = []
     for key in order:
@@ -40,13 +60,14 @@ def comparisons(runs: list[Run]) -> list[tuple[tuple, float | None, dict[str, li
 
 
 def primary_runs(runs: list[Run]) -> list[Run]:
-    """The sweep's main comparison: every judged run (usable or not) of the most common (setting, lr)."""
+    """The sweep's main comparison: every judged run (usable or not) of the comparison with the most usable runs
+    (comparisons' first)."""
     tables = comparisons([r for r in runs if r.usable or r.role == "tuning"])
     if not tables:
         return []
     setting, lr, _ = tables[0]
     chosen = chosen_lrs(runs)
-    return [r for r in runs if r.role != "tuning" and r.setting == setting and comparison_lr(r, chosen) == lr]
+    return [r for r in runs if r.role != "tuning" and r.setting == setting and lr in comparison_lrs(r, chosen)]
 
 
 def mean_of(values: Iterable[float | None]) -> float | None:

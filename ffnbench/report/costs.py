@@ -1,7 +1,8 @@
 """REPORT.md's "Cost-aware views": the main comparison's paired differences from the reference variant at equal
-parameters (the end of training), at equal training FLOPs and at equal wall-clock time, all read off each run's
-validation curve. A variant that wins per parameter can lose per FLOP (a gated FFN's extra matmul) or per second
-(a slower kernel); users choosing an FFN need all three."""
+parameters (the end of training: the final validation loss, as everywhere else in the report), at equal training
+FLOPs and at equal wall-clock time (these two read off each run's validation curve), over the variants at the
+reference's parameter budget (claims.pairing.matched_key) only. A variant that wins per parameter can lose per
+FLOP (a gated FFN's extra matmul) or per second (a slower kernel); users choosing an FFN need all three."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from ffnbench import stats
 from ffnbench.claims import Run, fmt_ci
+from ffnbench.claims.pairing import matched_key
 from ffnbench.claims.runs import run_by_seed
 from ffnbench.report.comparisons import comparisons, reference_label
 from ffnbench.tables import fmt, markdown_table
@@ -42,15 +44,15 @@ def loss_at(r: Run, cost_per_token: float, budget: float) -> float | None:
 
 
 def at_equal_cost(ref: list[Run], other: list[Run], axis: Callable[[Run], float | None] | None) -> stats.Paired:
-    """other − ref per seed, both read at the smaller of the two runs' total cost on `axis` (None: the end of
-    each curve, i.e. equal parameters and tokens)."""
+    """other − ref per seed, both read at the smaller of the two runs' total cost on `axis` (None: the final
+    validation loss, Run.loss, i.e. equal parameters and tokens)."""
     a, b = run_by_seed(ref), run_by_seed(other)
     diffs = {}
     for seed in set(a) & set(b):
         ra, rb = a[seed], b[seed]
         if axis is None:
-            if ra.curve and rb.curve:
-                diffs[seed] = rb.curve[-1][1] - ra.curve[-1][1]
+            if ra.loss is not None and rb.loss is not None:
+                diffs[seed] = rb.loss - ra.loss
             continue
         ca, cb = axis(ra), axis(rb)
         if not (ca and cb and ra.curve and rb.curve):
@@ -67,19 +69,30 @@ def _cell(d: stats.Paired) -> str:
 
 
 def costs_section(runs: list[Run]) -> list[str]:
-    """The section's markdown lines (none without a comparison of two or more variants)."""
+    """The section's markdown lines (none without a comparison of two or more variants, or with no variant at
+    the reference's parameter budget but the reference)."""
     tables = [t for t in comparisons([r for r in runs if r.usable or r.role == "tuning"]) if len(t[2]) > 1]
     if not tables:
         return []
     _, _, variants = tables[0]
     ref = reference_label(variants)
-    rows = [[f"{label} − {ref}", *(_cell(at_equal_cost(variants[ref], rs, axis))
+    key = matched_key(variants[ref][0])
+    matched = [label for label, rs in variants.items() if label != ref and key is not None
+               and matched_key(rs[0]) == key]
+    if not matched:
+        return []
+    rows = [[f"{label} − {ref}", *(_cell(at_equal_cost(variants[ref], variants[label], axis))
                                    for axis in (None, flops_axis, seconds_axis))]
-            for label, rs in variants.items() if label != ref]
+            for label in matched]
+    left_out = [label for label in variants if label != ref and label not in matched]
     return ["## Cost-aware views", "",
-            f"The main comparison's loss differences from **{ref}**, paired by seed (nats/token on the validation "
-            "curve's windows; 95% t interval over seeds; negative = better than the reference): at the end of "
-            "training (equal parameters and tokens), at the training FLOPs the cheaper run of each pair spent, and "
-            "at the wall-clock time the faster one took (each run's steady-state tokens/s; on a shared machine "
-            "these timings carry its load). Read between validation checkpoints linearly.", "",
+            f"The main comparison's loss differences from **{ref}**, paired by seed (nats/token; 95% t interval "
+            "over seeds; negative = better than the reference): at the end of training (equal parameters and "
+            "tokens: the final validation loss), and on the validation curve at the training FLOPs the cheaper run "
+            "of each pair spent and at the wall-clock time the faster one took (each run's steady-state tokens/s; "
+            "on a shared machine these timings carry its load), read between validation checkpoints linearly. "
+            f"Only the variants at the reference's parameter budget ({key.budget:g}×, "
+            f"{'FFN bias' if key.bias else 'no FFN bias'}"
+            + (f", d_ff multiple of {key.multiple_of}" if key.multiple_of != 1 else "") + ") are compared"
+            + (f"; left out, at another parameter count: {', '.join(left_out)}" if left_out else "") + ".", "",
             *markdown_table(HEADER, rows), ""]

@@ -15,11 +15,20 @@ HEADER = ["variant", "setting", "lrs tried: mean final loss (nats) over tuning s
 
 
 def why(runs: list[Run], lr: float) -> str:
-    """The reason best_lr gives for `lr`: the lowest mean loss, with divergences ranked first; the grid edge."""
+    """The reason best_lr gives for `lr`: the lowest mean loss, with divergences ranked first (said so when they
+    decided: an lr with a lower mean loss had more diverged seeds); the grid edge."""
     lrs = sorted({r.lr for r in runs})
     diverged = {x for x in lrs if any(r.diverged for r in outcomes_by_seed(r for r in runs if r.lr == x).values())}
     seeds = sorted({r.seed for r in runs})
-    reason = f"lowest mean final loss over tuning seeds {', '.join(map(str, seeds))}"
+    mean = {x: summary_of(r for r in runs if r.lr == x).mean for x in lrs}
+    beaten = [x for x in lrs if mean[x] is not None and mean[lr] is not None and mean[x] < mean[lr]]
+    if not beaten:
+        among = ""
+    elif lr in diverged:  # the chosen lr diverged too: a smaller share of divergences decided
+        among = " among the lrs with the smallest share of diverged seeds,"
+    else:
+        among = " among the lrs where no seed diverged,"
+    reason = f"lowest mean final loss{among} over tuning seeds {', '.join(map(str, seeds))}"
     if diverged:
         reason += f"; lrs where a seed diverged rank last ({', '.join(f'{x:g}' for x in sorted(diverged))})"
     if len(lrs) > 1 and lr in (lrs[0], lrs[-1]):
@@ -37,7 +46,9 @@ def lr_section(runs: list[Run]) -> list[str]:
     for key in sorted(groups, key=lambda k: (str(k[0]), variant_order(groups[k][0]))):
         group = groups[key]
         if not any(r.usable for r in group):
-            chosen, reason = "none", "every tuning run diverged: its judged runs cannot run"
+            div = sum(r.diverged for r in group)
+            other = f", {len(group) - div} failed or other" if len(group) > div else ""
+            chosen, reason = "none", f"no finished tuning run ({div} diverged{other}): its judged runs cannot run"
         else:
             lr = best_lr(group)
             chosen, reason = f"**{lr:g}**", why(group, lr)

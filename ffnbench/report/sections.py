@@ -142,7 +142,12 @@ def results_section(runs: list[Run]) -> list[str]:
             ref = reference_label(variants)
             rows, diffs = paired_rows(variants, ref)
             lines += ["", f"Paired differences vs **{ref}** (variant − {ref}, by seed; Welch where no seeds are "
-                          "shared; negative = lower loss than the reference):", ""]
+                          "shared; negative = lower loss than the reference). The 95% CI and its half-width carry "
+                          "the claims' noise model (the seed × validation-window bootstrap where the runs recorded "
+                          "per-window losses); the SD, MDE and seeds-needed columns, \"seeds for "
+                          f"±{TARGET_HALFWIDTH:g}\" included, use the seed-to-seed SD of the differences only (a t "
+                          "interval over seeds): under the bootstrap the validation-window part of the interval "
+                          "does not shrink with more seeds, so more seeds than these may be needed:", ""]
             lines += markdown_table(PAIRED_HEADER, rows)
             lines += ["", power_line(diffs)]
         lines.append("")
@@ -222,10 +227,18 @@ def provenance_section(loaded: Loaded, source_arg: str, out_dir: Path | None = N
 
 
 def unused_section(loaded: Loaded) -> list[str]:
-    """Every run the statistics leave out, diverged ones included, with the reason."""
-    diverged = [Unused(r.name, r.status, f"diverged: {first_line(r.error)} — excluded from the loss statistics, "
-                                         "counted in the stability checks (C4) and kept in results.jsonl")
-                for r in loaded.runs if r.status == "diverged"]
+    """Every run the statistics leave out, diverged ones included, with the reason. A diverged judged run counts
+    as a failure in the claims' comparisons; a diverged tuning run only ranks its lr last (Learning rates)."""
+    def reason(r: Run) -> str:
+        what = (f"diverged: {first_line(r.error)}" if r.status == "diverged"
+                else "diverged: finished without a finite validation loss")
+        if r.role == "tuning":
+            return (f"{what} — an lr-tuning run: judged by no statistic; its lr ranks last when the variant's lr "
+                    "is chosen (Learning rates); kept in results.jsonl")
+        return (f"{what} — excluded from the loss statistics, counted as a failure by the comparisons' divergence "
+                "rule and in the stability checks (C4), and kept in results.jsonl")
+
+    diverged = [Unused(r.name, r.status, reason(r)) for r in loaded.runs if r.diverged]
     rows = sorted([*loaded.unused, *diverged], key=lambda u: u.run)
     lines = ["## Runs not used", ""]
     if not rows:
@@ -234,22 +247,32 @@ def unused_section(loaded: Loaded) -> list[str]:
 
 
 def summary_paragraph(loaded: Loaded, results: list[ClaimResult]) -> str:
-    """The opening paragraph: which runs, on what data, and the count of verdicts."""
+    """The opening paragraph: which judged runs (the lr-tuning runs apart: they are judged by no statistic), on
+    what data, and the count of verdicts."""
     usable = [r for r in loaded.runs if r.usable]
     if not usable:
         return (f"No usable runs in `{loaded.source}` ({len(loaded.unused)} not used, listed below). Only the "
                 "analytic claims can be judged.")
     cfg = usable[0].result.config
-    seeds = sorted({r.seed for r in usable})
+    judged = [r for r in loaded.runs if r.role != "tuning"]
+    tuning = [r for r in loaded.runs if r.role == "tuning"]
+    finished = [r for r in judged if r.usable]
+    seeds = sorted({r.seed for r in finished})
     counts = Counter(r.verdict.verdict for r in results)
     tokens = sorted({r.result.tokens or 0 for r in usable})
     experiment = (loaded.manifest or {}).get("experiment", cfg.get("name"))
-    text = (f"{len(usable)} finished runs of {len({(r.label, r.setting, r.lr) for r in usable})} variants "
-            f"(seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}) from the `{experiment}` sweep "
+    seed_list = (f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" if seeds else "no seed")
+    tuning_seeds = sorted({r.seed for r in tuning})
+    tuned = (f", plus {len(tuning)} lr-tuning run{'s' if len(tuning) > 1 else ''} on seed"
+             f"{'s' if len(tuning_seeds) > 1 else ''} {', '.join(map(str, tuning_seeds))} "
+             f"({sum(r.diverged for r in tuning)} diverged; they only choose each variant's lr, see Learning rates)"
+             if tuning else "")
+    text = (f"{len(finished)} finished judged runs of {len({(r.label, r.setting, r.lr) for r in finished})} variants "
+            f"({seed_list}){tuned} from the `{experiment}` sweep "
             f"on {cfg['data'].get('source')} "
             f"({cfg['data'].get('tokenizer')} tokens), "
             f"{' / '.join(f'{t:,}' for t in tokens)} training tokens per run; "
-            f"{len(loaded.runs) - len(usable)} diverged and {len(loaded.unused)} other runs not used. "
+            f"{sum(r.diverged for r in judged)} diverged judged runs and {len(loaded.unused)} other runs not used. "
             f"Of the {len(results)} claims, {counts['supported']} are supported, {counts['contradicted']} "
             f"contradicted and {counts['inconclusive']} inconclusive. Loss is the final validation loss in nats/token, "
             "with bits per byte alongside.")
