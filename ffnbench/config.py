@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from ffnbench.errors import ConfigError
 from ffnbench.ffn import FFNSpec, size_ffn
 from ffnbench.hardware import ACCELERATORS
-from ffnbench.model import ModelConfig
+from ffnbench.model import COMPILE_MODES, ModelConfig
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 DEFAULT_BUDGET = 4.0  # the sizing a variant gets when neither ffn.width nor ffn.budget is given
@@ -37,6 +37,7 @@ NON_IDENTITY_KEYS = (
     "trainer.progress_bar",
     "trainer.log_every",
     "trainer.compile",
+    "trainer.compile_mode",
     "trainer.devices",
     "trainer.num_nodes",
     "trainer.strategy",
@@ -51,10 +52,11 @@ NON_IDENTITY_KEYS = (
 # The overrides a run's directory name leaves out: the FFN and the seed (the name's label says them) and
 # whatever does not change what a run computes (NON_IDENTITY_KEYS). Hydra reads this list through the
 # `name_exclude_keys` resolver (conf/train.yaml: hydra.job.config.override_dirname.exclude_keys).
-# trainer.compile stays in the name: it may resume an eager run, but asked for by name it is a run of its own.
+# trainer.compile (and its mode) stay in the name: it may resume an eager run, but asked for by name it is a run
+# of its own.
 NAME_EXCLUDE_KEYS = ("seed", "experiment", "ffn", "ffn.act", "ffn.width", "ffn.budget", "ffn.bias",
                      "ffn.multiple_of", "ffn.approximate", "trainer",
-                     *(k for k in NON_IDENTITY_KEYS if k != "trainer.compile"))
+                     *(k for k in NON_IDENTITY_KEYS if k not in ("trainer.compile", "trainer.compile_mode")))
 MAX_NAME_EXTRAS = 80  # longer override lists are replaced by a hash: file names have limits
 
 
@@ -324,6 +326,7 @@ class TrainerConfig:
     strategy: str = "auto"
     precision: str = "auto"
     compile: bool = False
+    compile_mode: str = "default"  # how `compile` compiles: default | reduce-overhead (CUDA graphs; GPU only)
     max_tokens: float | None = None  # the budget in tokens ...
     max_steps: int | None = None  # ... or in optimizer steps (wins when set)
     val_every: int = 100
@@ -343,6 +346,12 @@ class TrainerConfig:
             raise ConfigError(f"trainer.precision: unknown precision {self.precision!r}; known: "
                               f"{', '.join(PRECISIONS[:7])}")
         _flag("trainer.compile", self.compile)
+        if self.compile_mode not in COMPILE_MODES:
+            raise ConfigError(f"trainer.compile_mode: expected one of {', '.join(COMPILE_MODES)}, got "
+                              f"{self.compile_mode!r}")
+        if self.compile_mode != "default" and not self.compile:
+            raise ConfigError(f"trainer.compile_mode={self.compile_mode}: it says how trainer.compile compiles, "
+                              "and trainer.compile is false; add trainer.compile=true (trainer=gpu has it)")
         _flag("trainer.progress_bar", self.progress_bar)
         if self.max_steps is not None:
             _count("trainer.max_steps", self.max_steps)

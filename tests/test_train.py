@@ -328,6 +328,8 @@ def test_ddp_ranks_each_train_on_half_of_every_batch(finished, cache_dir, tmp_pa
         (["ffn=swiglu", "ffn.multiple_of=64"], "beyond ffn.max_mismatch"),
         (["trainer.devices=64"], "trainer.devices=64: only"),
         (["trainer.accelerator=gpu"], "no CUDA GPU is visible"),
+        (["trainer.compile=true", "trainer.compile_mode=reduce-overhead"],
+         "trainer.compile_mode=reduce-overhead: CUDA graphs need a CUDA GPU and this run is on the cpu"),
         (["model.n_head=3"], "not divisible by n_head=3"),
     ],
 )
