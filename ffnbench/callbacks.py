@@ -1,8 +1,14 @@
-"""Lightning callbacks of a run: the periodic atomic checkpoint (also written when the run is stopped by SIGTERM or
-Ctrl-C), the pre-emption signal of SLURM jobs, and the step-time marks the startup benchmark reads."""
+"""What a run plugs into Lightning's Trainer besides the module: the periodic atomic checkpoint (also written when
+the run is stopped by SIGTERM or Ctrl-C), the pre-emption signal of SLURM jobs, the progress bar drawn every N
+steps, the profiler that costs nothing, and the step-time marks the startup benchmark reads.
+
+Lightning calls every callback's hooks on every step whether it overrides them or not; the callbacks here do their
+work on the steps that need it and return at once on the others (the per-step cost is `make bench`'s overhead
+benchmark)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.callbacks import RichProgressBar
+from lightning.pytorch.profilers import PassThroughProfiler
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ffnbench.hardware import global_rank
@@ -108,6 +116,44 @@ class PreemptionSignal(L.Callback):
         if self.received is not None and callable(self._previous):
             received, self.received = self.received, None
             self._previous(*received)
+
+
+class StepProgressBar(RichProgressBar):
+    """Lightning's rich progress bar, redrawn on every `every`-th training step and on the last (the steps that log
+    the loss it shows), at most `refresh_rate` times a second: Lightning's own bar updates its task and converts its
+    metrics after every step and redraws up to 100 times a second from a thread that holds the GIL meanwhile, a
+    cost that a step of a few milliseconds notices. Shows the last logged training loss (LMModule.last_train_loss).
+
+    Args:
+        every: redraw every this many training steps (trainer.log_every).
+        refresh_rate: the most redraws per second (the drawing thread's rate).
+    """
+
+    def __init__(self, every: int, refresh_rate: int = 4):
+        super().__init__(refresh_rate=refresh_rate)
+        self.every = max(1, int(every))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step % self.every == 0 or step >= trainer.max_steps:
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+    def get_metrics(self, trainer, pl_module) -> dict:
+        metrics = super().get_metrics(trainer, pl_module)
+        loss = getattr(pl_module, "last_train_loss", None)
+        if loss is not None:
+            metrics["train/loss"] = loss
+        return metrics
+
+
+class NoProfiler(PassThroughProfiler):
+    """Profiles nothing, as Lightning's default (PassThroughProfiler) does, but hands back one shared null context
+    instead of building a generator-based context manager around each of the ~40 hooks of every step."""
+
+    _NULL = contextlib.nullcontext()
+
+    def profile(self, action_name: str) -> contextlib.nullcontext:
+        return self._NULL
 
 
 STEP_TIMES_ENV = "FFNBENCH_STEP_TIMES"

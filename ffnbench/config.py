@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from ffnbench.errors import ConfigError
 from ffnbench.ffn import FFNSpec, size_ffn
 from ffnbench.hardware import ACCELERATORS, PRECISION_ALIASES
-from ffnbench.model import ModelConfig
+from ffnbench.model import COMPILE_MODES, ModelConfig
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 DEFAULT_BUDGET = 4.0  # the sizing a variant gets when neither ffn.width nor ffn.budget is given
@@ -37,6 +37,7 @@ NON_IDENTITY_KEYS = (
     "trainer.progress_bar",
     "trainer.log_every",
     "trainer.compile",
+    "trainer.compile_mode",
     "trainer.devices",
     "trainer.num_nodes",
     "trainer.strategy",
@@ -54,12 +55,13 @@ IDENTITY_DEFAULTS = {"tuning": False, "trainer.deterministic": False}
 # The overrides a run's directory name leaves out: the FFN and the seed (the name's label says them) and
 # whatever does not change what a run computes (NON_IDENTITY_KEYS). Hydra reads this list through the
 # `name_exclude_keys` resolver (conf/train.yaml: hydra.job.config.override_dirname.exclude_keys).
-# trainer.compile stays in the name: it may resume an eager run, but asked for by name it is a run of its own.
-# trainer.accelerator is part of a run's identity (as resolved: HARDWARE_KEYS) but not of its name: `auto` and
-# what it resolves to name the same run, and a run of another device meets the directory and is refused there.
+# trainer.compile (and its mode) stay in the name: it may resume an eager run, but asked for by name it is a run
+# of its own. trainer.accelerator is part of a run's identity (as resolved: HARDWARE_KEYS) but not of its name:
+# `auto` and what it resolves to name the same run, and a run of another device meets the directory and is
+# refused there.
 NAME_EXCLUDE_KEYS = ("seed", "experiment", "ffn", "ffn.act", "ffn.width", "ffn.budget", "ffn.bias",
                      "ffn.multiple_of", "ffn.approximate", "trainer", "trainer.accelerator",
-                     *(k for k in NON_IDENTITY_KEYS if k != "trainer.compile"))
+                     *(k for k in NON_IDENTITY_KEYS if k not in ("trainer.compile", "trainer.compile_mode")))
 MAX_NAME_EXTRAS = 80  # longer override lists are replaced by a hash: file names have limits
 
 
@@ -369,6 +371,7 @@ class TrainerConfig:
     precision: str = "auto"
     compile: bool = False
     deterministic: bool = False  # torch.use_deterministic_algorithms + CUBLAS_WORKSPACE_CONFIG (Lightning's)
+    compile_mode: str = "default"  # how `compile` compiles: default | reduce-overhead (CUDA graphs; GPU only)
     max_tokens: float | None = None  # the budget in tokens ...
     tokens_per_param: float | None = None  # ... or in tokens per reference parameter (wins over max_tokens) ...
     max_steps: int | None = None  # ... or in optimizer steps (wins over both)
@@ -390,6 +393,12 @@ class TrainerConfig:
                               f"{', '.join(PRECISIONS[:7])}")
         _flag("trainer.compile", self.compile)
         _flag("trainer.deterministic", self.deterministic)
+        if self.compile_mode not in COMPILE_MODES:
+            raise ConfigError(f"trainer.compile_mode: expected one of {', '.join(COMPILE_MODES)}, got "
+                              f"{self.compile_mode!r}")
+        if self.compile_mode != "default" and not self.compile:
+            raise ConfigError(f"trainer.compile_mode={self.compile_mode}: it says how trainer.compile compiles, "
+                              "and trainer.compile is false; add trainer.compile=true (trainer=gpu has it)")
         _flag("trainer.progress_bar", self.progress_bar)
         if self.max_steps is not None:
             _count("trainer.max_steps", self.max_steps)

@@ -138,6 +138,20 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 
+# How `trainer.compile` compiles each block (torch.compile's `mode`). reduce-overhead also records each block's
+# forward and backward as CUDA graphs: one launch instead of dozens of kernel launches, which is most of a small
+# model's step on a GPU. CUDA only (train.check_run refuses it elsewhere).
+COMPILE_MODES = ("default", "reduce-overhead")
+
+
+def compile_blocks(model: GPT, mode: str = "default") -> None:
+    """torch.compile every block of `model` in place, so parameter names (and checkpoint keys) stay as they are.
+    The training module and the benchmark's reference loop both compile here, the same way (`mode` is checked
+    with the rest of `cfg.trainer`: config.TrainerConfig)."""
+    for block in model.blocks:
+        block.compile(mode=mode)
+
+
 def param_seed(seed: int, name: str) -> int:
     """A generator seed that depends only on the run seed and the parameter's name."""
     return (seed * 1_000_003 + zlib.crc32(name.encode())) % (2**63)

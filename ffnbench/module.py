@@ -15,7 +15,8 @@ from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling
 
 from ffnbench.config import OptimConfig, optim_config
 from ffnbench.ffn import ActivationStats
-from ffnbench.model import GPT, ModelConfig
+from ffnbench.loggers import log_row
+from ffnbench.model import GPT, ModelConfig, compile_blocks
 from ffnbench.tokenizer import bits_per_byte
 
 
@@ -72,12 +73,13 @@ def build_optimizer(model: GPT, optim: OptimConfig | Mapping, total_steps: int, 
 class LMModule(L.LightningModule):
     def __init__(self, model_cfg: ModelConfig, optim: OptimConfig | Mapping, seed: int, total_steps: int,
                  tokens_per_step: int, val_bytes_per_token: float = 1.0, log_every: int = 10, compile: bool = False,
-                 fingerprint: dict | None = None):
+                 fingerprint: dict | None = None, compile_mode: str = "default"):
         super().__init__()
         self.model = GPT(model_cfg, seed=seed)
         if compile:
-            for block in self.model.blocks:
-                block.compile()  # in place: parameter names (and checkpoint keys) stay as they are
+            compile_blocks(self.model, compile_mode)
+        # CUDA graphs are replayed into the same memory: each step tells them a new step starts (module docstring).
+        self.cuda_graphs = compile and compile_mode == "reduce-overhead"
         self.optim = optim if isinstance(optim, OptimConfig) else optim_config(optim)
         self.total_steps = total_steps
         self.tokens_per_step = tokens_per_step
@@ -89,32 +91,56 @@ class LMModule(L.LightningModule):
         self.val_history: list[dict[str, Any]] = []
         self.last_train_loss: float | None = None
         self._val_sum = self._val_count = None
+        self._row: dict[str, Any] = {}  # this logging step's training metrics (log_step), written at the step's end
+        self._row_step = 0
+        self._params: list[torch.nn.Parameter] | None = None  # what clipping walks, listed once
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Lightning sets `_current_fx_name` around every hook it calls, about 40 times a step; nn.Module.__setattr__
+        # spends microseconds on each, checking whether a string is a parameter, a buffer or a submodule.
+        if name == "_current_fx_name":
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
 
     # ---- training -----------------------------------------------------------------------------------
 
     def _logging_step(self) -> bool:
-        """Whether this optimizer step's metrics reach the loggers: Lightning writes them on every log_every-th
-        step (Trainer.log_every_n_steps = log_every, counted from 1: global steps 9, 19, ... for 10), and we read the
-        loss on the last step too. Per-step metrics are logged on these steps only: on the others a `self.log` would
-        cost Python work for a value nobody sees, and a device tensor in the progress bar a host sync per step."""
+        """Whether this optimizer step logs its metrics: every log_every-th step (counted from 1: global steps 9,
+        19, ... for 10) and the last. Only these steps read a value back from the device (the loss, then the row's
+        tensors when it is written) or do any logging work; the steps between them pay nothing for it."""
         step = self.global_step
         return (step + 1) % self.log_every == 0 or step + 1 >= self.total_steps
+
+    def log_step(self, metrics: Mapping[str, Any]) -> None:
+        """Add `metrics` (numbers, or 0-d tensors read on the logging step) to this logging step's row of training
+        metrics, which on_train_batch_end writes to the loggers once (loggers.log_row). The module and the
+        ThroughputMonitor fill it; on the steps between two logging steps nothing is logged, so nothing is paid."""
+        self._row.update(metrics)
 
     def training_step(self, batch, batch_idx):
         x, y = batch
         loss = self.model(x, y)
         if self._logging_step():
-            step = self.global_step
+            step = self._row_step = self.global_step
             value = loss.detach().float().item()  # the one host sync of a logging window
-            self.last_train_loss = value
+            self.last_train_loss = value  # also what the progress bar shows (callbacks.StepProgressBar)
             if not math.isfinite(value):
                 self._diverge(f"training loss became {value} at step {step}")
                 return None  # skips backward and the optimizer step
-            # Host values are logged as CPU tensors: Lightning converts the progress bar's metrics to numbers after
-            # every step, which for a device tensor would be a sync on every step, logging window or not.
-            self.log("train/loss", torch.tensor(value), on_step=True, on_epoch=False, prog_bar=True)
-            self.log("tokens", torch.tensor(float((step + 1) * self.tokens_per_step)), on_step=True, on_epoch=False)
+            self.log_step({"train/loss": value, "tokens": (step + 1) * self.tokens_per_step})
         return loss
+
+    def on_train_batch_start(self, batch, batch_idx) -> None:
+        if self.cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        # After the callbacks' on_train_batch_end (Lightning calls the module's last): the ThroughputMonitor's
+        # figures of this step are in the row.
+        if self._row:
+            log_row(self.trainer, self._row, self._row_step)
+            self._row.clear()
 
     def _diverge(self, why: str) -> None:
         self.status = "diverged"
@@ -134,16 +160,21 @@ class LMModule(L.LightningModule):
             # kernel, and still skips a step with inf/NaN), so clipping and the logged norm see the true gradient.
             scaler.unscale_(optimizer)
         clip = self.optim.grad_clip
-        norm = torch.nn.utils.clip_grad_norm_(self.parameters(), clip if clip else math.inf)
-        if self._logging_step():
-            self.log("train/grad_norm", norm, on_step=True, on_epoch=False)  # stays on the device until written
-            self.log("lr", torch.tensor(optimizer.param_groups[0]["lr"]), on_step=True, on_epoch=False)
+        norm = torch.nn.utils.clip_grad_norm_(self._params, clip if clip else math.inf)
+        if self._row:  # a logging step (training_step started its row)
+            self.log_step({"train/grad_norm": norm,  # stays on the device until the row is written
+                           "lr": optimizer.param_groups[0]["lr"]})
 
     def configure_optimizers(self):
+        self._params = list(self.parameters())  # the order clip_grad_norm_ has always walked them in
         optimizer, scheduler = build_optimizer(self.model, self.optim, self.total_steps, self.device)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ---- validation ---------------------------------------------------------------------------------
+
+    def on_validation_batch_start(self, batch, batch_idx, dataloader_idx=0) -> None:
+        if self.cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
 
     def on_validation_epoch_start(self) -> None:
         zero = lambda: torch.zeros((), dtype=torch.float64, device=self.device)

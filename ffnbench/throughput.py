@@ -197,7 +197,7 @@ class ThroughputMonitor(L.Callback):
                 metrics = {"perf/tokens_per_s": tps}
                 if self.peak:
                     metrics["perf/mfu"] = self.mfu(tps)
-                pl_module.log_dict(metrics, on_step=True, on_epoch=False, rank_zero_only=True)
+                pl_module.log_step(metrics)  # into this logging step's row (LMModule.log_step)
             self._window = (step, elapsed)
 
     def mfu(self, tokens_per_s: float) -> float | None:

@@ -20,7 +20,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
 from ffnbench.accounting import count_flops, count_params
-from ffnbench.callbacks import PeriodicCheckpoint, PreemptionSignal, StepTimes
+from ffnbench.callbacks import NoProfiler, PeriodicCheckpoint, PreemptionSignal, StepProgressBar, StepTimes
 from ffnbench.cli import user_errors_exit
 from ffnbench.compiling import CompileWatch
 from ffnbench.config import (
@@ -36,7 +36,7 @@ from ffnbench.config import (
     with_hardware,
 )
 from ffnbench.data import LMDataModule, check_windows
-from ffnbench.errors import FFNBenchError
+from ffnbench.errors import ConfigError, FFNBenchError
 from ffnbench.ffn import size_ffn
 from ffnbench.hardware import (
     Hardware,
@@ -83,6 +83,9 @@ def check_run(cfg: DictConfig) -> Run:
     optim, trainer = optim_config(cfg.optim), trainer_config(cfg.trainer)
     hw = resolve_hardware(trainer)
     config = with_hardware(config, hw.accelerator, hw.precision)  # stored resolved: part of the run's identity
+    if trainer.compile_mode == "reduce-overhead" and hw.accelerator != "gpu":
+        raise ConfigError("trainer.compile_mode=reduce-overhead: CUDA graphs need a CUDA GPU and this run is on the "
+                          f"{hw.accelerator}; use trainer.compile_mode=default")
     if config["logger"].get("wandb"):
         wandb_mode(config["logger"]["wandb"].get("mode"))
     seed = run_seed(cfg)
@@ -142,7 +145,7 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
     compiled = CompileWatch(t.compile)  # before the model is built: a fresh dynamo cache for this run
     module = LMModule(run.model, run.optim, seed=run.seed, total_steps=run.total_steps,
                       tokens_per_step=run.tokens_per_step, val_bytes_per_token=dm.val_bytes_per_token,
-                      log_every=t.log_every, compile=t.compile, fingerprint=run.config)
+                      log_every=t.log_every, compile=t.compile, compile_mode=t.compile_mode, fingerprint=run.config)
     thr = ThroughputMonitor(run.tokens_per_step, flops.training, peak, run.hw.devices * t.num_nodes,
                             log_every=t.log_every, peak_source=peak_source)
     ckpt_cb = PeriodicCheckpoint(last_checkpoint(run.run_dir), t.ckpt_every, t.val_every)
@@ -214,9 +217,10 @@ def _trainer(run: Run, devices: int | list[int], loggers: list, callbacks: list[
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         logger=loggers or False,
-        callbacks=callbacks,
+        callbacks=[*callbacks, *([StepProgressBar(t.log_every)] if t.progress_bar else [])],
         enable_checkpointing=False,  # PeriodicCheckpoint writes last.ckpt atomically
         enable_progress_bar=t.progress_bar,
+        profiler=NoProfiler(),
         enable_model_summary=False,
         log_every_n_steps=t.log_every,
         use_distributed_sampler=False,  # the data module shards its own batches

@@ -1,5 +1,5 @@
-"""The run's callbacks: when the checkpoint is written (and that it replaces the old one whole), and the startup
-timestamps the benchmark reads."""
+"""The run's callbacks: when the checkpoint is written (and that it replaces the old one whole), when the progress
+bar redraws, the profiler that builds nothing per hook, and the startup timestamps the benchmark reads."""
 
 import json
 from types import SimpleNamespace
@@ -7,7 +7,15 @@ from types import SimpleNamespace
 import pytest
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from ffnbench.callbacks import PREEMPT_SIGNAL_ENV, STEP_TIMES_ENV, PeriodicCheckpoint, PreemptionSignal, StepTimes
+from ffnbench.callbacks import (
+    PREEMPT_SIGNAL_ENV,
+    STEP_TIMES_ENV,
+    NoProfiler,
+    PeriodicCheckpoint,
+    PreemptionSignal,
+    StepProgressBar,
+    StepTimes,
+)
 
 
 class FakeTrainer:
@@ -132,3 +140,33 @@ def test_step_times_only_with_the_variable(tmp_path, monkeypatch):
     assert events == ["train_start", "first_step_start", "first_step_end"]  # each once
     monkeypatch.setenv("RANK", "1")
     assert StepTimes.from_env() is None  # rank 0 alone writes
+
+
+def test_the_progress_bar_redraws_every_n_steps_and_at_the_last(monkeypatch):
+    from lightning.pytorch.callbacks import RichProgressBar
+
+    drawn: list[int] = []
+    monkeypatch.setattr(RichProgressBar, "on_train_batch_end", lambda self, trainer, *args: drawn.append(
+        trainer.global_step))
+    bar, trainer = StepProgressBar(every=4), SimpleNamespace(global_step=0, max_steps=11)
+    for step in range(1, 12):  # Lightning's global_step after each optimizer step
+        trainer.global_step = step
+        bar.on_train_batch_end(trainer, None, None, None, step - 1)
+    assert drawn == [4, 8, 11]
+
+
+def test_the_progress_bar_shows_the_last_logged_loss(monkeypatch):
+    from lightning.pytorch.callbacks import RichProgressBar
+
+    monkeypatch.setattr(RichProgressBar, "get_metrics", lambda self, trainer, module: {"v_num": 0})
+    bar = StepProgressBar(every=10)
+    assert bar.get_metrics(None, SimpleNamespace(last_train_loss=None)) == {"v_num": 0}
+    assert bar.get_metrics(None, SimpleNamespace(last_train_loss=2.5)) == {"v_num": 0, "train/loss": 2.5}
+
+
+def test_the_profiler_hands_back_one_shared_null_context():
+    profiler = NoProfiler()
+    first, second = profiler.profile("[Callback]A.on_train_batch_end"), profiler.profile("[LightningModule]B.x")
+    assert first is second
+    with first, second:  # nested, as hooks nest
+        pass

@@ -54,6 +54,9 @@ def test_settings_that_do_not_change_a_run_are_left_out_of_its_name():
     assert str(cfg.hydra.sweep.subdir) == "relu-b4-nobias-optim.lr=0.01-s0"
     compiled = compose(["trainer.compile=true"], return_hydra_config=True)  # asked for by name: its own run
     assert str(compiled.hydra.sweep.subdir) == "gelu-b4-nobias-trainer.compile=true-s0"
+    graphs = compose(["trainer.compile=true", "trainer.compile_mode=reduce-overhead"], return_hydra_config=True)
+    assert str(graphs.hydra.sweep.subdir) == \
+        "gelu-b4-nobias-trainer.compile=true-trainer.compile_mode=reduce-overhead-s0"
 
 
 def test_identity_diff_ignores_where_and_how_a_run_is_watched():
@@ -124,6 +127,9 @@ def test_bad_optim_settings_name_the_field(override, message):
         ("trainer.precision=fp8", "trainer.precision: unknown precision 'fp8'; known: auto, 64-true"),
         ("trainer.accelerator=tpu", "trainer.accelerator: expected auto, cpu or gpu, got 'tpu'"),
         ("trainer.compile=yes", "trainer.compile: expected true or false, got 'yes'"),
+        ("trainer.compile_mode=max", "trainer.compile_mode: expected one of default, reduce-overhead, got 'max'"),
+        ("trainer.compile_mode=reduce-overhead", "trainer.compile_mode=reduce-overhead: it says how trainer.compile "
+                                                 "compiles, and trainer.compile is false"),
         ("trainer.peak_flops=0", "trainer.peak_flops: must be > 0, got 0"),
         ("+trainer.epochs=1", "trainer.epochs: unknown setting"),
     ],

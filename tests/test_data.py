@@ -355,7 +355,7 @@ def test_lightning_fit_and_resume_continue_the_batch_stream(shakespeare, tmp_pat
         trainer.fit(module, datamodule=dm, ckpt_path=ckpt)
         return trainer, module
 
-    expected = [shakespeare.train_dataloader().dataset.batch(i)[0][0, :4].tolist() for i in range(6)]
+    expected = [shakespeare.train_dataloader().batch(i)[0][0, :4].tolist() for i in range(6)]
     trainer, first = fit(4)
     assert first.seen == expected[:4] and "val_loss" in trainer.callback_metrics
     trainer.save_checkpoint(tmp_path / "last.ckpt")

@@ -121,3 +121,90 @@ def test_fp16_with_a_loss_scaler_clips_the_true_gradient():
         assert torch.linalg.vector_norm(fp16[name] - moment) <= 0.05 * torch.linalg.vector_norm(moment), name
     total = lambda m: float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(v) for v in m.values()])))
     assert total(fp32_clipped) == pytest.approx(total(fp32) / 4, rel=1e-4)
+
+
+# ---- the training step's cost: metrics on logging steps only, written once per step, no host sync between ------
+
+STEP_RUN = ["model=micro", "logger=csv", "data.batch_size=8", "data.val_tokens=512", "data.final_val_tokens=512",
+            "trainer.max_steps=11", "trainer.val_every=100", "trainer.ckpt_every=100", "trainer.accelerator=cpu"]
+
+
+def _step_run(tmp_path, name, *extra, callbacks=()):
+    from ffnbench.config import compose
+    from ffnbench.train import train
+
+    cfg = compose([*STEP_RUN, f"data.cache_dir={tmp_path / 'cache'}", f"run_dir={tmp_path / name}", *extra])
+    return train(cfg, callbacks=list(callbacks)), tmp_path / name
+
+
+def _train_rows(run_dir) -> dict[int, dict[str, str]]:
+    """metrics.csv's training rows (those with a training loss) by step, with their non-empty cells."""
+    import csv
+
+    with (run_dir / "metrics.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["train/loss"]]
+    steps = [int(r["step"]) for r in rows]
+    assert len(steps) == len(set(steps)), f"a step was written in more than one row: {steps}"
+    return {int(r["step"]): {k: v for k, v in r.items() if v} for r in rows}
+
+
+class HostReads:
+    """Counts the Python calls that read a tensor's value on the host (`.item()`, `.tolist()`, `float()`), by the
+    training step during which they happen (from a batch's start to the next batch's or the validation's start).
+    On a GPU each is a sync that stalls the queue; the test runs on the CPU, where the calls are what can be seen."""
+
+    def __init__(self, monkeypatch):
+        import lightning as L
+
+        self.step: int | None = None
+        self.by_step: dict[int, int] = {}
+        for name in ("item", "tolist", "__float__"):
+            original = getattr(torch.Tensor, name)
+
+            def counted(tensor, *args, _original=original, **kwargs):
+                if self.step is not None:
+                    self.by_step[self.step] = self.by_step.get(self.step, 0) + 1
+                return _original(tensor, *args, **kwargs)
+
+            monkeypatch.setattr(torch.Tensor, name, counted)
+        reads = self
+
+        class Marks(L.Callback):
+            def on_train_batch_start(self, trainer, *args):
+                reads.step = trainer.global_step
+
+            def on_validation_start(self, trainer, *args):
+                reads.step = None
+
+            def on_train_end(self, trainer, *args):
+                reads.step = None
+
+        self.callback = Marks()
+
+
+def test_training_metrics_are_one_row_every_log_every_steps_and_the_last(tmp_path):
+    result, run_dir = _step_run(tmp_path, "every4", "trainer.log_every=4")
+    rows = _train_rows(run_dir)
+    assert sorted(rows) == [3, 7, 10]  # steps 3 and 7 (every 4th, counted from 1), and the last, 10
+    for step, row in rows.items():
+        assert {"train/loss", "tokens", "lr", "train/grad_norm"} <= set(row), row
+        assert float(row["tokens"]) == (step + 1) * 8 * 32
+    assert "perf/tokens_per_s" in rows[7]  # the throughput of the window, in the same row
+    assert float(rows[10]["train/loss"]) == result.metrics["final_train_loss"]
+
+
+def test_no_host_read_on_a_step_that_does_not_log(tmp_path, monkeypatch):
+    reads = HostReads(monkeypatch)
+    _step_run(tmp_path, "reads", "trainer.log_every=4", "trainer.progress_bar=true", callbacks=[reads.callback])
+    assert set(reads.by_step) <= {3, 7, 10}, reads.by_step
+    assert reads.by_step.get(3), "the logging step reads its loss"
+
+
+def test_logging_every_step_or_every_n_steps_trains_the_same_model(tmp_path):
+    every, sparse = (_step_run(tmp_path, f"log{n}", f"trainer.log_every={n}") for n in (1, 5))
+    rows_every, rows_sparse = _train_rows(every[1]), _train_rows(sparse[1])
+    assert sorted(rows_every) == list(range(11)) and sorted(rows_sparse) == [4, 9, 10]
+    for step in rows_sparse:  # the same losses, bit for bit, whatever the logging cadence
+        assert rows_sparse[step]["train/loss"] == rows_every[step]["train/loss"]
+        assert rows_sparse[step]["train/grad_norm"] == rows_every[step]["train/grad_norm"]
+    assert every[0].curve == sparse[0].curve and every[0].val_windows == sparse[0].val_windows

@@ -84,7 +84,7 @@ class Module:
         self.logged: list[tuple[int, dict]] = []
         self.trainer = None
 
-    def log_dict(self, metrics, **kwargs):
+    def log_step(self, metrics):
         self.logged.append((self.trainer.global_step, dict(metrics)))
 
 

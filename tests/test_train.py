@@ -435,6 +435,8 @@ def test_slurm_jobs_that_reach_their_time_limit_are_requeued(tmp_path):
         (["ffn=swiglu", "ffn.multiple_of=64"], "beyond ffn.max_mismatch"),
         (["trainer.devices=64"], "trainer.devices=64: only"),
         (["trainer.accelerator=gpu"], "no CUDA GPU is visible"),
+        (["trainer.compile=true", "trainer.compile_mode=reduce-overhead"],
+         "trainer.compile_mode=reduce-overhead: CUDA graphs need a CUDA GPU and this run is on the cpu"),
         (["model.n_head=3"], "not divisible by n_head=3"),
     ],
 )

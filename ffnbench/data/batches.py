@@ -94,13 +94,13 @@ class TokenWindows:
 
 class TrainBatches(torch.utils.data.IterableDataset):
     """The endless stream of training batches from batch number `start` on; this rank's contiguous slice of each
-    global batch."""
+    global batch, in page-locked memory with `pin` (for a GPU: only a copy from pinned memory is asynchronous)."""
 
     def __init__(self, windows: TokenWindows, seed: int, batch_size: int, world_size: int = 1, rank: int = 0,
-                 start: int = 0):
+                 start: int = 0, pin: bool = False):
         self.windows, self.seed, self.batch_size, self.start = windows, seed, batch_size, start
         self.local = batch_size // world_size
-        self.rank = rank
+        self.rank, self.pin = rank, pin
 
     def batch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         offsets = window_offsets(self.seed, i, self.batch_size, len(self.windows.tokens), self.windows.seq_len)
@@ -109,7 +109,8 @@ class TrainBatches(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         i = self.start
         while True:
-            yield self.batch(i)
+            x, y = self.batch(i)
+            yield (x.pin_memory(), y.pin_memory()) if self.pin else (x, y)
             i += 1
 
 

@@ -124,14 +124,16 @@ class LMDataModule(L.LightningDataModule):
             raise DataError("LMDataModule: call prepare_data() and setup() before asking for batches")
         return TokenWindows(tokens, self.seq_len)
 
-    def train_dataloader(self) -> torch.utils.data.DataLoader:
-        """Endless batches, starting where a resumed trainer left off."""
+    def train_dataloader(self) -> TrainBatches:
+        """Endless batches, starting where a resumed trainer left off. The stream itself, not a DataLoader around
+        it: a batch is made in the training process anyway (a few index operations on the memory-mapped tokens),
+        and a DataLoader would add its bookkeeping and a profiler record to every step."""
         world, rank = self._world()
         self.local_batch_size()
         trainer = self.trainer
         start = int(trainer.global_step) * int(trainer.accumulate_grad_batches) if trainer is not None else 0
-        stream = TrainBatches(self._windows(self.train_tokens), self.seed, self.batch_size, world, rank, start)
-        return torch.utils.data.DataLoader(stream, batch_size=None, num_workers=0, pin_memory=self._pin_memory())
+        return TrainBatches(self._windows(self.train_tokens), self.seed, self.batch_size, world, rank, start,
+                            pin=self._pin_memory())
 
     def val_dataloader(self) -> torch.utils.data.DataLoader:
         """This rank's contiguous share of the fixed validation windows, in order; with `final`, then its share of
@@ -145,6 +147,12 @@ class LMDataModule(L.LightningDataModule):
             dataset = torch.utils.data.ConcatDataset([dataset, final])
         return torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=False, num_workers=0,
                                            pin_memory=self._pin_memory())
+
+    def transfer_batch_to_device(self, batch: list, device: torch.device, dataloader_idx: int) -> list:
+        """A batch to the device: its tensors, and a final validation batch's marker as it is. Lightning's default
+        walks a batch as an arbitrary collection, dozens of Python calls per training step; ours is a flat list."""
+        non_blocking = device.type == "cuda"  # from pinned memory (_pin_memory), as Lightning's default does
+        return [t.to(device, non_blocking=non_blocking) if isinstance(t, torch.Tensor) else t for t in batch]
 
     def state_dict(self) -> dict[str, Any]:
         """What identifies the data a checkpoint was trained on."""
