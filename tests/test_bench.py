@@ -200,16 +200,58 @@ def test_quick_run_prints_five_tables_and_writes_five_files(quick_run):
 
 def test_quick_overhead_ratio(quick_run):
     folder, _, _ = quick_run
-    (row,) = json.loads((folder / "overhead.json").read_text())["rows"]
-    reps = sizes_for(True, False).overhead_reps
-    assert (row["model"], row["warmup_steps"], row["timed_steps"]) == ("micro", 2, 4)
-    for key in ("hand_tokens_per_s", "pipeline_tokens_per_s", "ratio"):
-        _check_summary(row[key], n=reps)
-    assert len(row["raw"]["hand"]) == len(row["raw"]["pipeline"]) == reps
+    record = json.loads((folder / "overhead.json").read_text())
+    (row,) = record["rows"]
+    sizes = sizes_for(True, False)
+    assert (row["model"], row["gpu_sized"]) == ("micro", True)  # the only candidate at --quick sizes
+    assert (row["warmup_steps"], row["window_steps"], row["windows"]) == sizes.overhead_steps["micro"]
+    windows = row["windows"]
+    for key in ("hand_tokens_per_s", "pipeline_tokens_per_s", "ratio", "hand_ms_per_step"):
+        _check_summary(row[key], n=windows)
+    assert len(row["raw"]["hand"]) == len(row["raw"]["pipeline"]) == windows
     ratios = sorted(p / h for p, h in zip(row["raw"]["pipeline"], row["raw"]["hand"]))
     assert row["ratio"]["median"] == pytest.approx(sum(ratios) / 2)  # the paired ratio, not a ratio of medians
-    _check_summary(row["val_stats_ratio"], n=max(3, reps))
+    # the hand loop trained exactly what the pipeline trained, alternating with it in one process
+    assert row["final_train_loss"]["hand"] == row["final_train_loss"]["pipeline"]
+    _check_summary(row["val_stats_ratio"], n=max(3, sizes.overhead_reps))
     assert row["meets_goal"] is (row["ratio"]["median"] >= 0.95)
+    assert set(record["settings"]["gpu_sized_candidates_ms"]) == {"micro"}
+    prof = record["profile"]
+    assert prof["model"] == "micro" and prof["steps"] == sizes.overhead_profile_steps
+    assert prof["pipeline_calls_per_step"] > prof["hand_calls_per_step"] > 0 and prof["top_beyond_hand"]
+    assert any(note.startswith("profile after") for note in record["notes"])
+    assert any(note.startswith("profile before") for note in record["notes"])
+
+
+class CountingLoop:
+    """What Alternation asks of a hand loop: a device, tokens per step, and steps (counted; each one advances the
+    fake clock by `seconds`)."""
+
+    def __init__(self, clock, seconds):
+        self.device, self.tokens_per_step, self.steps = torch.device("cpu"), 64, 0
+        self.clock, self.seconds = clock, seconds
+
+    def step(self):
+        self.steps += 1
+        self.clock[0] += self.seconds
+
+
+def test_alternation_times_both_contenders_in_every_round_and_trains_the_hand_loop_as_long(monkeypatch):
+    from ffnbench.bench import contenders
+
+    clock = [0.0]
+    monkeypatch.setattr(contenders.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
+    loop = CountingLoop(clock, seconds=1.0)  # the hand loop: 1 s a step; the pipeline: 2 s a step (below)
+    run = contenders.Alternation(loop, warmup=3, window=4, windows=5, settle=1)
+    monkeypatch.setattr(contenders, "time_call", lambda fn, device, inner: timing.time_call(
+        fn, device, inner, clock=lambda: clock[0]))
+    for batch_idx in range(run.total_steps):  # the pipeline's steps, as Lightning calls the hook
+        clock[0] += 2.0
+        run.callback.on_train_batch_end(None, None, None, None, batch_idx)
+    assert run.total_steps == 3 + 5 * (1 + 4) and loop.steps == run.total_steps  # same length, same schedule
+    tps = run.tokens_per_s()
+    assert tps == {"hand": [64 / 1.0] * 5, "pipeline": [64 / 2.0] * 5}  # the settling steps are not timed
 
 
 def test_quick_mfu(quick_run):

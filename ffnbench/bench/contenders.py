@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable, Iterator
 
 import torch
+from omegaconf import DictConfig
 
 from ffnbench.bench.session import BenchSession
 from ffnbench.bench.timing import time_call
@@ -122,6 +123,94 @@ class Pipeline:
         if result.throughput and result.throughput.get("tokens_per_s"):
             self.monitor_readings.append(result.throughput["tokens_per_s"])
         return clock.tokens_per_s(self.tokens_per_step)
+
+
+class Alternation:
+    """The pipeline and the hand loop timed side by side inside one `train()` run, as a Lightning callback: after
+    `warmup` steps, `windows` rounds of [the hand loop: `settle` untimed then `window` timed steps, run inside this
+    hook between two pipeline steps] then [the pipeline: `settle` untimed then `window` timed steps]. The two windows
+    of a round are a fraction of a second apart, so whatever else loads the machine hits both alike, and their
+    ratio is paired; `settle` steps let each warm its caches again after the switch. A benchmark run is always a
+    fresh one, so the pipeline's step is batch_idx + 1: the hook costs the pipeline a few comparisons a step.
+
+    Args:
+        loop: the hand loop (its own model, optimizer and batches); it takes as many steps as the pipeline.
+        warmup: steps of each before the first window (compile, caches, the allocator).
+        window: timed steps per window.
+        windows: rounds.
+        settle: untimed steps of each contender after every switch.
+    """
+
+    def __init__(self, loop: HandLoop, warmup: int, window: int, windows: int, settle: int = 1):
+        import lightning as L
+
+        self.loop, self.device = loop, loop.device
+        self.warmup, self.window, self.windows, self.settle = warmup, window, windows, settle
+        self.total_steps = warmup + windows * (settle + window)
+        self.hand_s: list[float] = []  # seconds per step, one per window
+        self.pipeline_s: list[float] = []
+        hand_at = {warmup + k * (settle + window) for k in range(windows)}  # after these pipeline steps
+        start_at = {step + settle for step in hand_at}
+        outer = self
+
+        class Hook(L.Callback):
+            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+                step = batch_idx + 1
+                if step in start_at:
+                    sync(outer.device)
+                    outer._start = time.perf_counter()
+                elif step in hand_at or step == outer.total_steps:
+                    outer._switch(step, step in hand_at)
+
+        self.callback = Hook()
+        self._start: float | None = None
+        self.result: RunResult | None = None  # the run's record and config, once alternate() has run it
+        self.cfg: DictConfig | None = None
+
+    def _switch(self, step: int, hand_window: bool) -> None:
+        if self._start is not None:  # the end of a pipeline window
+            sync(self.device)
+            self.pipeline_s.append((time.perf_counter() - self._start) / self.window)
+            self._start = None
+        if hand_window:
+            for _ in range(self.settle + (self.warmup if not self.hand_s else 0)):
+                self.loop.step()
+            self.hand_s.append(time_call(self.loop.step, self.device, inner=self.window))
+
+    def tokens_per_s(self) -> dict[str, list[float]]:
+        """Tokens/s of each contender, window by window (round k of each list is one pair)."""
+        if len(self.hand_s) != self.windows or len(self.pipeline_s) != self.windows:
+            raise RuntimeError(f"benchmark run: {len(self.pipeline_s)} pipeline and {len(self.hand_s)} hand-loop "
+                               f"windows timed of {self.windows}")
+        tps = self.loop.tokens_per_step
+        return {"hand": [tps / s for s in self.hand_s], "pipeline": [tps / s for s in self.pipeline_s]}
+
+
+def alternate(session: BenchSession, overrides: list[str], warmup: int, window: int, windows: int,
+              settle: int = 1) -> Alternation:
+    """One `train()` run of `overrides` with the hand loop alternating inside it: the Alternation, done, with the
+    run's record (`result`) and composed config (`cfg`) attached. The hand loop compiles as the config says
+    (trainer.compile, trainer.compile_mode).
+
+    Args:
+        session: the device; the run's directory goes under its work folder.
+        overrides: the user's command (pipeline_overrides), plus any trainer options under test, e.g.
+            `trainer.compile_mode=reduce-overhead`.
+        warmup, window, windows, settle: as Alternation takes them.
+    """
+    from ffnbench.config import compose
+
+    steps = warmup + windows * (settle + window)
+    run_dir = session.work / "runs" / f"alternate-{next(_RUN_NUMBERS)}"  # always a fresh run, never a resume
+    cfg = compose([*overrides, f"trainer.max_steps={steps}", f"run_dir={run_dir}"])
+    loop = HandLoop(session, cfg, compile=bool(cfg.trainer.compile), compile_mode=str(cfg.trainer.compile_mode))
+    alternation = Alternation(loop, warmup, window, windows, settle)
+    with _quiet():
+        result = run_train(cfg, [alternation.callback])
+    if result.status != "finished" or result.resumed_from_step is not None:
+        raise RuntimeError(f"benchmark run {run_dir} ended {result.status}: {result.error}")
+    alternation.result, alternation.cfg = result, cfg
+    return alternation
 
 
 class HandLoop:

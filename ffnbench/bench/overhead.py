@@ -1,17 +1,42 @@
 """Benchmark 1, pipeline overhead: tokens/s of `train()` ÷ tokens/s of the hand loop over the same model and
-batches, and what the FFN activation statistics (gathered in validation only) cost."""
+batches, timed side by side inside one run (contenders.Alternation), at a step the size of a small model's step on
+a GPU (a few milliseconds, where the pipeline's fixed cost per step decides throughput) and at tiny and small; where
+the pipeline's per-step time goes (a profile against the hand loop's); and what the FFN activation statistics
+(gathered in validation only) cost.
+
+`compare` is one model's row for any trainer options: `make gpu-check` times trainer.compile_mode=reduce-overhead
+with it."""
 
 from __future__ import annotations
 
+import cProfile
 import math
-from collections.abc import Callable
+import pstats
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from ffnbench.bench.contenders import HandLoop, Pipeline, hand_trial, pipeline_overrides
+from ffnbench.bench.contenders import HandLoop, _quiet, alternate, data_batches, pipeline_overrides, run_train
 from ffnbench.bench.session import GOALS, BenchSession
 from ffnbench.bench.timing import interleaved, load_snapshot, paired_ratios, quartiles, time_call
+
+# The hand-loop step a "GPU-sized" model takes: what tiny and small take on a GPU. The benchmark measures the model
+# presets' hand-loop steps on this machine and picks the one nearest the middle of this range (geometrically).
+GPU_SIZED_MS = (2.0, 10.0)
+
+# The profile of the pipeline before the per-step work was cut (issue 13), on the machine of experiments/bench/
+# cpu-2core-epyc, at commit 8dc111f: micro, 200 steps under cProfile, against the hand loop of that commit.
+PROFILE_BEFORE = (
+    "profile before (commit 8dc111f, micro, cProfile over 200 steps): the pipeline made 5011 Python calls a step, "
+    "the hand loop 1397. Beyond the hand loop, its own time went to: LightningModule.log (6 calls a logging step, "
+    "each deep-copying its metric's state in _ResultMetric.to: 2.3 ms a step under the profiler, the largest "
+    "share); the rich progress bar (its task and metrics updated after every step, 1.7 ms, and redrawn up to 100 "
+    "times a second from a thread); Lightning's logger connector walking the logged metrics after every step, "
+    "logged or not (92 apply_to_collection calls and 2 .item() a step); 43 profiler context managers (0.96 ms) and "
+    "46 nn.Module.__setattr__ of _current_fx_name (0.75 ms) a step; clip_grad_norm_ walking named_modules (151 "
+    "calls a step); the DataLoader's record_function and collation")
 
 
 def _stats_trial(session: BenchSession, cfg, with_stats: bool, inner: int) -> Callable[[], float]:
@@ -38,82 +63,223 @@ def _stats_trial(session: BenchSession, cfg, with_stats: bool, inner: int) -> Ca
     return trial
 
 
-def _row(session: BenchSession, model: str, pipeline: Pipeline, results: dict, stats: dict,
-         val_every: int, val_tokens: int) -> dict[str, Any]:
-    """One model's row: the two contenders' tokens/s, their paired ratio, and the statistics' cost."""
-    tps = pipeline.tokens_per_step
+def hand_step_ms(session: BenchSession, model: str, warmup: int = 3, steps: int = 5) -> float:
+    """Milliseconds per step of the hand loop on `model` (the user's batch), after `warmup` steps."""
+    from ffnbench.config import compose
+
+    cfg = compose([*pipeline_overrides(session, model), f"trainer.max_steps={warmup + steps}",
+                   f"run_dir={session.work / 'unused'}"])
+    loop = HandLoop(session, cfg, compile=bool(cfg.trainer.compile), compile_mode=str(cfg.trainer.compile_mode))
+    for _ in range(warmup):
+        loop.step()
+    return 1e3 * time_call(loop.step, session.device, inner=steps)
+
+
+def choose_gpu_sized(session: BenchSession) -> tuple[str, dict[str, float]]:
+    """The model preset whose hand-loop step here is nearest the middle of GPU_SIZED_MS (log scale), preferring one
+    inside the range; candidates are tried smallest first and the search stops at the first above the range. Returns
+    the model and the step times measured."""
+    low, high = GPU_SIZED_MS
+    middle = math.sqrt(low * high)
+    measured: dict[str, float] = {}
+    for model in session.sizes.overhead_gpu_sized:
+        measured[model] = hand_step_ms(session, model)
+        if measured[model] > high:
+            break
+
+    def distance(model: str) -> tuple[bool, float]:
+        return not low <= measured[model] <= high, abs(math.log(measured[model] / middle))
+
+    return min(measured, key=distance), measured
+
+
+def compare(session: BenchSession, model: str, options: Sequence[str] = (), gpu_sized: bool = False,
+            stats: bool = True) -> dict[str, Any]:
+    """One model's row: the pipeline (`python -m ffnbench.train` with the user's settings for this device, plus
+    `options`) and the hand loop timed in alternating windows inside one run, their paired ratio, and (with `stats`)
+    what the FFN statistics cost a validation batch.
+
+    Args:
+        session: the device and sizes (sizes.overhead_steps[model]: warm-up steps, steps per window, windows).
+        model: a model preset (conf/model/).
+        options: more overrides for the pipeline, e.g. ["trainer.compile_mode=reduce-overhead"]; the hand loop
+            compiles as the resulting config says (trainer.compile, trainer.compile_mode).
+        gpu_sized: whether this is the GPU-sized step (recorded in the row).
+        stats: also time a validation batch with and without the FFN statistics.
+    """
+    s = session.sizes
+    warmup, window, windows = s.overhead_steps[model]
+    overrides = [*pipeline_overrides(session, model, s.overhead_batch.get(model)), *options]
+    run = alternate(session, overrides, warmup, window, windows)
+    results, cfg = run.tokens_per_s(), run.cfg
+    tps = int(cfg.data.batch_size) * int(cfg.model.seq_len)
     ratios = paired_ratios(results["pipeline"], results["hand"])
-    hand_s, pipe_s, ratio_s = quartiles(results["hand"]), quartiles(results["pipeline"]), quartiles(ratios)
-    step_s = tps / pipe_s["median"]
-    # FFN statistics: gathered in validation only. Cost of a validation batch with them ÷ without, and that
-    # extra cost spread over the training steps between two validations at the default settings.
-    val_batches = math.ceil(max(1, val_tokens // pipeline.seq_len) / pipeline.batch_size)
+    hand, pipe, ratio = quartiles(results["hand"]), quartiles(results["pipeline"]), quartiles(ratios)
+    row: dict[str, Any] = {
+        "model": model, "gpu_sized": gpu_sized, "options": list(options),
+        "batch_size": int(cfg.data.batch_size), "seq_len": int(cfg.model.seq_len), "tokens_per_step": tps,
+        "warmup_steps": warmup, "window_steps": window, "windows": windows, "settle_steps": 1,
+        "hand_ms_per_step": quartiles([1e3 * tps / x for x in results["hand"]]),
+        "hand_tokens_per_s": hand, "pipeline_tokens_per_s": pipe, "ratio": ratio,
+        "ratio_iqr_share": ratio["iqr"] / ratio["median"],
+        "pipeline_ms_per_step_extra": 1e3 * tps * (1 / pipe["median"] - 1 / hand["median"]),
+        # The same training, step for step: the two losses at the last step (equal on a CPU).
+        "final_train_loss": {"pipeline": run.result.metrics["final_train_loss"], "hand": run.loop.loss.item()},
+        "raw": {"hand": results["hand"], "pipeline": results["pipeline"]},
+        "goal": GOALS["overhead_ratio"], "meets_goal": ratio["median"] >= GOALS["overhead_ratio"],
+    }
+    if stats:
+        row.update(_stats_row(session, cfg, step_s=tps / pipe["median"]))
+    return row
+
+
+def _stats_row(session: BenchSession, cfg, step_s: float) -> dict[str, Any]:
+    """What the FFN statistics cost: a validation batch's time with them on and off, and that extra time spread
+    over the training steps (of `step_s` seconds) between two validations at the defaults."""
+    from ffnbench.config import compose
+
+    defaults = compose([])  # what a run validates by default: how often, and on how many tokens
+    val_every, val_tokens = int(defaults.trainer.val_every), int(defaults.data.val_tokens)
+    stats = interleaved({"off": _stats_trial(session, cfg, False, 3), "on": _stats_trial(session, cfg, True, 3)},
+                        max(3, session.sizes.overhead_reps))
+    seq_len, batch = int(cfg.model.seq_len), int(cfg.data.batch_size)
+    val_batches = math.ceil(max(1, val_tokens // seq_len) / batch)
     extra_s = val_batches * (quartiles(stats["on"])["median"] - quartiles(stats["off"])["median"])
-    goal = session.quick or model != "micro"  # micro: a probe of the per-step cost, not a model anyone trains
     return {
-        "model": model, "batch_size": pipeline.batch_size, "seq_len": pipeline.seq_len, "tokens_per_step": tps,
-        "warmup_steps": pipeline.warmup, "timed_steps": pipeline.steps,
-        "hand_tokens_per_s": hand_s,
-        "pipeline_tokens_per_s": pipe_s,
-        "ratio": ratio_s,
-        "pipeline_ms_per_step_extra": 1e3 * tps * (1 / pipe_s["median"] - 1 / hand_s["median"]),
-        "pipeline_monitor_tokens_per_s": quartiles(pipeline.monitor_readings) if pipeline.monitor_readings
-        else None,
         "val_stats_ratio": quartiles(paired_ratios(stats["off"], stats["on"])),  # throughput, on ÷ off
         "val_batch_ms": {"stats_off": quartiles([1e3 * t for t in stats["off"]]),
                          "stats_on": quartiles([1e3 * t for t in stats["on"]])},
         "stats_cost_of_training": extra_s / (val_every * step_s),
         "stats_cost_basis": f"{val_batches} validation batches (data.val_tokens={val_tokens}) every "
                             f"trainer.val_every={val_every} steps",
-        "raw": {"hand": results["hand"], "pipeline": results["pipeline"], "stats_off_s": stats["off"],
-                "stats_on_s": stats["on"]},
-        "goal": GOALS["overhead_ratio"] if goal else None,
-        "meets_goal": ratio_s["median"] >= GOALS["overhead_ratio"] if goal else None,
+        "raw_stats": {"stats_off_s": stats["off"], "stats_on_s": stats["on"]},
     }
 
 
-def _notes(session: BenchSession, val_every: int, val_tokens: int) -> list[str]:
+def _function_name(key: tuple[str, int, str]) -> str:
+    """'lightning/pytorch/trainer/call.py:203 _call_callback_hooks': a profiled function, its path from the package
+    root (site-packages, the standard library, this repository)."""
+    file, line, name = key
+    if file == "~":
+        return name
+    short = re.sub(r"^.*/(site-packages|lib/python3\.\d+)/", "", file)
+    if short == file and "/ffnbench/" in file:
+        short = "ffnbench/" + file.rsplit("/ffnbench/", 1)[1]
+    return f"{short}:{line} {name}"
+
+
+def _stats_by_function(profile: cProfile.Profile, steps: int) -> tuple[dict[str, tuple[float, float]], float]:
+    """{function: (calls per step, own ms per step)} and the calls per step in all."""
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    out: dict[str, tuple[float, float]] = {}
+    for key, (_, calls, own, _, _) in stats.items():
+        name = _function_name(key)
+        c, t = out.get(name, (0.0, 0.0))
+        out[name] = (c + calls / steps, t + 1e3 * own / steps)
+    return out, sum(c for c, _ in out.values())
+
+
+def profile(session: BenchSession, model: str, steps: int, top: int = 12) -> dict[str, Any]:
+    """Where the pipeline's time per step goes beyond the hand loop's: cProfile over `steps` steps of each (after
+    warm-up): Python calls per step of each, and the functions with the most own time in the calls the pipeline
+    makes beyond the hand loop's (a function both make as often, a kernel say, is shared work: its time differs by
+    noise alone). The profiler adds about the same time to every Python call, so read the times as shares of the
+    overhead, not as durations; the call counts are exact."""
+    import lightning as L
+
+    from ffnbench.config import compose
+
+    warmup = max(5, steps // 10)
+    overrides = pipeline_overrides(session, model)
+    cfg = compose([*overrides, f"trainer.max_steps={warmup + steps}", f"run_dir={session.work / 'profile'}"])
+
+    class Window(L.Callback):
+        def __init__(self) -> None:
+            self.profile = cProfile.Profile()
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            if batch_idx + 1 == warmup:
+                self.profile.enable()
+            elif batch_idx + 1 == warmup + steps:
+                self.profile.disable()
+
+    window = Window()
+    with _quiet():
+        run_train(cfg, [window])
+    loop = HandLoop(session, cfg, batches=data_batches(cfg, int(cfg.model.seq_len), pin=session.gpu),
+                    compile=bool(cfg.trainer.compile), compile_mode=str(cfg.trainer.compile_mode))
+    for _ in range(warmup):
+        loop.step()
+    hand_profile = cProfile.Profile()
+    hand_profile.enable()
+    for _ in range(steps):
+        loop.step()
+    hand_profile.disable()
+    pipe, pipe_calls = _stats_by_function(window.profile, steps)
+    hand, hand_calls = _stats_by_function(hand_profile, steps)
+    beyond = {name: (calls - hand.get(name, (0.0, 0.0))[0], own * (1 - hand.get(name, (0.0, 0.0))[0] / calls))
+              for name, (calls, own) in pipe.items() if calls > hand.get(name, (0.0, 0.0))[0]}
+    ranked = sorted(beyond, key=lambda name: beyond[name][1], reverse=True)
+    return {
+        "model": model, "steps": steps, "pipeline_calls_per_step": pipe_calls, "hand_calls_per_step": hand_calls,
+        "beyond_hand_own_ms_per_step": sum(own for _, own in beyond.values()),
+        "top_beyond_hand": [{"function": name, "calls_per_step": beyond[name][0], "own_ms_per_step": beyond[name][1]}
+                            for name in ranked[:top]],
+    }
+
+
+def _notes(session: BenchSession, rows: list[dict], measured: dict[str, float], prof: dict | None) -> list[str]:
     s = session.sizes
-    notes = [f"median ± IQR/2 over {s.overhead_reps} interleaved repetitions (steps per repetition: "
-             + ", ".join(f"{m} {w} warm-up + {n} timed" for m, (w, n) in s.overhead_steps.items()) + "); "
-             "ratio = pipeline ÷ hand loop per repetition; extra ms/step = the pipeline's time per step minus "
-             "the hand loop's (medians)",
-             "pipeline = ffnbench.train.train() as `python -m ffnbench.train` runs it: Lightning Trainer, LMModule "
-             "logging, ThroughputMonitor, PeriodicCheckpoint, progress bar, CSV logger (wandb: see startup); "
-             "validation and checkpoints fall "
-             "outside the timed steps. hand loop = the same GPT, batches, AdamW, schedule, clipping; nothing else",
-             "FFN statistics are gathered during validation only (a training step never computes them): a "
-             "validation batch's throughput with them on ÷ off, and their extra time as a share of training time "
-             f"at the defaults (validation on {val_tokens} tokens every {val_every} steps)"]
-    if "micro" in s.overhead_models and not session.quick:
-        notes.append("micro (d=32, 2 layers) is there to expose the per-step cost of the pipeline's Python: its steps "
-                     "take a few milliseconds, so the goal is not applied to it")
+    low, high = GPU_SIZED_MS
+    chosen = next(r["model"] for r in rows if r["gpu_sized"])
+    notes = [
+        "ratio = pipeline ÷ hand loop, window by window: the two are timed alternately inside one train() run (the "
+        "hand loop runs inside a callback between two pipeline steps), so each pair is measured a fraction of a "
+        "second apart and the machine's other load hits both alike; median ± IQR/2 over the windows (" +
+        ", ".join(f"{m} {w} warm-up + {n} windows × (1 settling + {k} timed steps)"
+                  for m, (w, k, n) in s.overhead_steps.items() if any(r["model"] == m for r in rows)) +
+        "); extra ms/step = the pipeline's time per step minus the hand loop's (medians)",
+        "GPU-sized step: the hand-loop steps measured here were " +
+        ", ".join(f"{m} {ms:.3g} ms" for m, ms in measured.items()) +
+        f"; {chosen} is nearest the middle of {low:g}–{high:g} ms (what tiny and small take per step on a GPU, "
+        "where the pipeline's fixed cost per step decides throughput)",
+        "pipeline = ffnbench.train.train() as `python -m ffnbench.train` runs it: Lightning Trainer, LMModule "
+        "(metrics written every trainer.log_every steps), ThroughputMonitor, PeriodicCheckpoint, progress bar, CSV "
+        "logger (wandb: see startup); validation and checkpoints fall outside the timed steps. hand loop = the same "
+        "GPT, batches, AdamW, schedule, clipping and compilation; the loss read once per log_every steps; nothing "
+        "else",
+        "FFN statistics are gathered during validation only (a training step never computes them): a validation "
+        "batch's throughput with them on ÷ off, and their extra time as a share of training time at the defaults",
+    ]
+    if prof:
+        top = "; ".join(f"{e['function']} ({e['calls_per_step']:.0f} calls, {e['own_ms_per_step']:.2f} ms)"
+                        for e in prof["top_beyond_hand"][:8])
+        notes.append(f"profile after ({prof['model']}, cProfile over {prof['steps']} steps): the pipeline makes "
+                     f"{prof['pipeline_calls_per_step']:.0f} Python calls a step, the hand loop "
+                     f"{prof['hand_calls_per_step']:.0f}; the calls beyond the hand loop's take "
+                     f"{prof['beyond_hand_own_ms_per_step']:.2f} ms of own time a step under the profiler, most in: "
+                     f"{top}")
+        notes.append(PROFILE_BEFORE)
     return notes
 
 
 def measure(session: BenchSession) -> dict[str, Any]:
-    """The overhead record: settings, load, one row per model of `sizes.overhead_models`, notes."""
-    from ffnbench.config import compose
-
+    """The overhead record: settings, load, the GPU-sized row then one per model of `sizes.overhead_models`, the
+    profile, notes."""
     s = session.sizes
-    defaults = compose([])  # what a run validates by default: how often, and on how many tokens
-    val_every, val_tokens = int(defaults.trainer.val_every), int(defaults.data.val_tokens)
-    rows = []
     load = {"before": load_snapshot()}
-    for model in s.overhead_models:
-        warmup, steps = s.overhead_steps[model]
-        pipeline = Pipeline(session, pipeline_overrides(session, model), warmup, steps)
-        cfg = pipeline.cfg
-        results = interleaved({"hand": hand_trial(session, cfg, warmup, steps), "pipeline": pipeline},
-                              s.overhead_reps)
-        stats = interleaved({"off": _stats_trial(session, cfg, False, 3), "on": _stats_trial(session, cfg, True, 3)},
-                            max(3, s.overhead_reps))
-        rows.append(_row(session, model, pipeline, results, stats, val_every, val_tokens))
+    chosen, measured = choose_gpu_sized(session)
+    models = [chosen, *(m for m in s.overhead_models if m != chosen)]
+    rows = [compare(session, model, gpu_sized=model == chosen) for model in models]
+    prof = profile(session, chosen, s.overhead_profile_steps) if s.overhead_profile_steps else None
     load["after"] = load_snapshot()
-    settings = {"overrides": {m: pipeline_overrides(session, m) for m in s.overhead_models},
-                "steps": s.overhead_steps, "reps": s.overhead_reps, "device": str(session.device),
-                "compile": session.gpu, "precision": session.precision,
+    settings = {"overrides": {m: pipeline_overrides(session, m, s.overhead_batch.get(m)) for m in models},
+                "steps": {m: s.overhead_steps[m] for m in models}, "gpu_sized_ms": list(GPU_SIZED_MS),
+                "gpu_sized_candidates_ms": measured, "device": str(session.device), "compile": session.gpu,
+                "precision": session.precision,
                 "hand_loop": "GPT + module.build_optimizer (same AdamW, schedule) + clip_grad_norm_ + the same "
-                             "data windows; loss.item() once per log_every steps",
-                "excluded": "validation and checkpoints (outside the timed window), process and Trainer start-up"}
-    return {"settings": settings, "load": load, "rows": rows, "notes": _notes(session, val_every, val_tokens)}
+                             "data windows and compilation; loss.item() once per log_every steps",
+                "excluded": "validation and checkpoints (outside the timed windows), process and Trainer start-up"}
+    return {"settings": settings, "load": load, "rows": rows, "profile": prof,
+            "notes": _notes(session, rows, measured, prof)}
+

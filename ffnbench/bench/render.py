@@ -33,15 +33,22 @@ def _table(header: list[str], rows: list[list[Any]]) -> str:
 
 
 def overhead_tables(record: Mapping[str, Any]) -> list[str]:
-    header = ["model", "tokens/step", "hand loop tok/s", "pipeline tok/s", "pipeline ÷ hand", "extra ms/step",
-              "goal", "val batch, FFN stats on ÷ off", "FFN stats cost of training"]
-    return [_table(header, [
-        [r["model"], r["tokens_per_step"], median_iqr(r["hand_tokens_per_s"], ".0f"),
+    header = ["model", "tokens/step", "hand ms/step", "hand loop tok/s", "pipeline tok/s", "pipeline ÷ hand",
+              "extra ms/step", "goal", "val batch, FFN stats on ÷ off", "FFN stats cost of training"]
+    tables = [_table(header, [
+        [r["model"] + (" (GPU-sized step)" if r["gpu_sized"] else ""), r["tokens_per_step"],
+         median_iqr(r["hand_ms_per_step"], ".3g"), median_iqr(r["hand_tokens_per_s"], ".0f"),
          median_iqr(r["pipeline_tokens_per_s"], ".0f"), median_iqr(r["ratio"], ".3f"),
-         fmt(r["pipeline_ms_per_step_extra"], "+.2f"),
-         _goal(r["meets_goal"], f"≥ {r['goal']}") if r["goal"] else "(none)",
-         median_iqr(r["val_stats_ratio"], ".3f"), fmt(r["stats_cost_of_training"], ".2%")]
+         fmt(r["pipeline_ms_per_step_extra"], "+.3f"), _goal(r["meets_goal"], f"≥ {r['goal']}"),
+         median_iqr(r.get("val_stats_ratio"), ".3f"), fmt(r.get("stats_cost_of_training"), ".2%")]
         for r in record["rows"]])]
+    prof = record.get("profile")
+    if prof:
+        tables.append(_table(
+            [f"calls beyond the hand loop's ({prof['model']}, cProfile)", "calls/step", "own ms/step"],
+            [[e["function"], fmt(e["calls_per_step"], ".3g"), fmt(e["own_ms_per_step"], ".3f")]
+             for e in prof["top_beyond_hand"]]))
+    return tables
 
 
 def mfu_tables(record: Mapping[str, Any]) -> list[str]:
