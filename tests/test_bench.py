@@ -221,6 +221,10 @@ def test_quick_overhead_ratio(quick_run):
     assert prof["pipeline_calls_per_step"] > prof["hand_calls_per_step"] > 0 and prof["top_beyond_hand"]
     assert any(note.startswith("profile after") for note in record["notes"])
     assert any(note.startswith("profile before") for note in record["notes"])
+    floor = record["lightning_floor"]
+    assert floor["steps"] == sizes.overhead_floor_steps and floor["hand"]["n"] == floor["lightning"]["n"] > 0
+    assert floor["extra_ms_per_step"]["median"] == floor["lightning"]["median"] - floor["hand"]["median"]
+    assert any(note.startswith("Lightning's own loop") for note in record["notes"])
 
 
 class CountingLoop:

@@ -13,30 +13,34 @@ import cProfile
 import math
 import pstats
 import re
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ffnbench.bench.contenders import HandLoop, _quiet, alternate, data_batches, pipeline_overrides, run_train
 from ffnbench.bench.session import GOALS, BenchSession
 from ffnbench.bench.timing import interleaved, load_snapshot, paired_ratios, quartiles, time_call
+from ffnbench.throughput import sync
 
 # The hand-loop step a "GPU-sized" model takes: what tiny and small take on a GPU. The benchmark measures the model
 # presets' hand-loop steps on this machine and picks the one nearest the middle of this range (geometrically).
 GPU_SIZED_MS = (2.0, 10.0)
 
-# The profile of the pipeline before the per-step work was cut (issue 13), on the machine of experiments/bench/
-# cpu-2core-epyc, at commit 8dc111f: micro, 200 steps under cProfile, against the hand loop of that commit.
+# The profile of the pipeline before the per-step work was cut (issue 13): commit 8dc111f on the machine of
+# experiments/bench/cpu-2core-epyc (busy at the time: read the times as shares), micro, cProfile over 200 steps,
+# measured as `profile` measures. Cumulative times are per step under the profiler.
 PROFILE_BEFORE = (
-    "profile before (commit 8dc111f, micro, cProfile over 200 steps): the pipeline made 5011 Python calls a step, "
-    "the hand loop 1397. Beyond the hand loop, its own time went to: LightningModule.log (6 calls a logging step, "
-    "each deep-copying its metric's state in _ResultMetric.to: 2.3 ms a step under the profiler, the largest "
-    "share); the rich progress bar (its task and metrics updated after every step, 1.7 ms, and redrawn up to 100 "
-    "times a second from a thread); Lightning's logger connector walking the logged metrics after every step, "
-    "logged or not (92 apply_to_collection calls and 2 .item() a step); 43 profiler context managers (0.96 ms) and "
-    "46 nn.Module.__setattr__ of _current_fx_name (0.75 ms) a step; clip_grad_norm_ walking named_modules (151 "
-    "calls a step); the DataLoader's record_function and collation")
+    "profile before (commit 8dc111f, micro, cProfile over 200 steps, as measured here): the pipeline made 5003 "
+    "Python calls a step, the hand loop 1396; the calls beyond the hand loop's took 7.55 ms of own time a step under "
+    "the profiler. Cumulatively a step spent 3.7 ms in LightningModule.log (6 calls a logging step, each "
+    "deep-copying its metric's state), 1.7 ms in the rich progress bar's per-step update (besides its redraws, up "
+    "to 100 a second from a thread), 1.2 ms in Lightning's logger connector walking the logged metrics after every "
+    "step (with a .item() of the progress bar's loss), 1.7 ms in 46 nn.Module.__setattr__ of _current_fx_name, "
+    "1.5 ms in clip_grad_norm_ walking named_modules for the parameters, and 84 profiler context managers a step; "
+    "the DataLoader added its record_function and collation to each batch")
 
 
 def _stats_trial(session: BenchSession, cfg, with_stats: bool, inner: int) -> Callable[[], float]:
@@ -228,7 +232,95 @@ def profile(session: BenchSession, model: str, steps: int, top: int = 12) -> dic
     }
 
 
-def _notes(session: BenchSession, rows: list[dict], measured: dict[str, float], prof: dict | None) -> list[str]:
+def lightning_floor(session: BenchSession, steps: int, reps: int = 3) -> dict[str, Any]:
+    """What Lightning's training loop itself costs a step here: a one-parameter model trained by a Trainer set up as
+    train() sets it up (NoProfiler, no logger, checkpointing, progress bar or extra callback) and by the same hand
+    loop (AdamW, its schedule, clipping), `steps` steps each, `reps` times interleaved. The difference is the part
+    of the pipeline's overhead that no change on this side of Lightning's API removes.
+
+    Returns ms per step of each (the median over all steps and the 5th percentile, which a busy machine disturbs
+    least) and the differences."""
+    import lightning as L
+
+    from ffnbench.callbacks import NoProfiler
+
+    device = session.device
+    x = torch.ones(4, 1, device=device)
+
+    def optimizer_for(net: torch.nn.Module) -> tuple[torch.optim.Optimizer, Any]:
+        optimizer = torch.optim.AdamW(net.parameters(), fused=True)
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+
+    class Trivial(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(1, 1)
+            self.params = list(self.net.parameters())
+
+        def __setattr__(self, name: str, value: Any) -> None:  # as cheap as LMModule's
+            if name == "_current_fx_name":
+                object.__setattr__(self, name, value)
+            else:
+                super().__setattr__(name, value)
+
+        def training_step(self, batch, batch_idx):
+            return self.net(batch).sum()
+
+        def on_before_optimizer_step(self, optimizer) -> None:
+            torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+
+        def configure_optimizers(self):
+            optimizer, scheduler = optimizer_for(self.net)
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    class Clock(L.Callback):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            sync(device)
+            self.times.append(time.perf_counter())
+
+    def batches():
+        while True:
+            yield x
+
+    def lightning() -> list[float]:
+        clock = Clock()
+        trainer = L.Trainer(accelerator="gpu" if session.gpu else "cpu", devices=1, max_steps=steps, max_epochs=-1,
+                            logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                            enable_model_summary=False, callbacks=[clock], profiler=NoProfiler(),
+                            num_sanity_val_steps=0)
+        with _quiet():
+            trainer.fit(Trivial(), train_dataloaders=batches())
+        return [1e3 * (b - a) for a, b in zip(clock.times[steps // 10:], clock.times[steps // 10 + 1:])]
+
+    def hand() -> list[float]:
+        model = torch.nn.Linear(1, 1).to(device)
+        params, (optimizer, scheduler) = list(model.parameters()), optimizer_for(model)
+        times = []
+        for _ in range(steps):
+            model(x).sum().backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            sync(device)
+            times.append(time.perf_counter())
+        return [1e3 * (b - a) for a, b in zip(times[steps // 10:], times[steps // 10 + 1:])]
+
+    ms: dict[str, list[float]] = {"hand": [], "lightning": []}
+    for rep in range(reps):  # interleaved, the order reversed every other round (timing.interleaved)
+        for name in ("hand", "lightning") if rep % 2 == 0 else ("lightning", "hand"):
+            ms[name] += hand() if name == "hand" else lightning()
+    figures = {name: {"median": float(np.median(v)), "p5": float(np.percentile(v, 5)), "n": len(v)}
+               for name, v in ms.items()}
+    return {**figures, "steps": steps, "reps": reps,
+            "extra_ms_per_step": {k: figures["lightning"][k] - figures["hand"][k] for k in ("median", "p5")}}
+
+
+def _notes(session: BenchSession, rows: list[dict], measured: dict[str, float], prof: dict | None,
+           floor: dict | None) -> list[str]:
     s = session.sizes
     low, high = GPU_SIZED_MS
     chosen = next(r["model"] for r in rows if r["gpu_sized"])
@@ -260,6 +352,16 @@ def _notes(session: BenchSession, rows: list[dict], measured: dict[str, float], 
                      f"{prof['beyond_hand_own_ms_per_step']:.2f} ms of own time a step under the profiler, most in: "
                      f"{top}")
         notes.append(PROFILE_BEFORE)
+    if floor:
+        gpu_row = next(r for r in rows if r["gpu_sized"])
+        hand_ms, extra = gpu_row["hand_ms_per_step"]["median"], floor["extra_ms_per_step"]
+        notes.append(f"Lightning's own loop (a one-parameter model trained by a Trainer set up as train() sets it up, "
+                     f"no logger or callback, against the same hand loop; {floor['reps']} × {floor['steps']} steps "
+                     f"each): {extra['p5']:.3f} ms a step more at the 5th percentile, {extra['median']:.3f} ms at "
+                     f"the median. No change on this side of Lightning's API removes it: on the GPU-sized step "
+                     f"({gpu_row['model']}, {hand_ms:.3g} ms) it alone caps the ratio at "
+                     f"{hand_ms / (hand_ms + extra['p5']):.3f} (5th percentile) to "
+                     f"{hand_ms / (hand_ms + extra['median']):.3f} (median)")
     return notes
 
 
@@ -272,6 +374,7 @@ def measure(session: BenchSession) -> dict[str, Any]:
     models = [chosen, *(m for m in s.overhead_models if m != chosen)]
     rows = [compare(session, model, gpu_sized=model == chosen) for model in models]
     prof = profile(session, chosen, s.overhead_profile_steps) if s.overhead_profile_steps else None
+    floor = lightning_floor(session, s.overhead_floor_steps) if s.overhead_floor_steps else None
     load["after"] = load_snapshot()
     settings = {"overrides": {m: pipeline_overrides(session, m, s.overhead_batch.get(m)) for m in models},
                 "steps": {m: s.overhead_steps[m] for m in models}, "gpu_sized_ms": list(GPU_SIZED_MS),
@@ -280,6 +383,6 @@ def measure(session: BenchSession) -> dict[str, Any]:
                 "hand_loop": "GPT + module.build_optimizer (same AdamW, schedule) + clip_grad_norm_ + the same "
                              "data windows and compilation; loss.item() once per log_every steps",
                 "excluded": "validation and checkpoints (outside the timed windows), process and Trainer start-up"}
-    return {"settings": settings, "load": load, "rows": rows, "profile": prof,
-            "notes": _notes(session, rows, measured, prof)}
+    return {"settings": settings, "load": load, "rows": rows, "profile": prof, "lightning_floor": floor,
+            "notes": _notes(session, rows, measured, prof, floor)}
 

@@ -24,6 +24,7 @@ class Sizes:
     overhead_batch: dict[str, int]  # a global batch other than the user's default, per model
     overhead_reps: int  # repetitions of the FFN statistics' validation batch
     overhead_profile_steps: int  # steps profiled (0: no profile)
+    overhead_floor_steps: int  # steps of Lightning's loop around a one-parameter model (0: not measured)
     mfu_models: tuple[tuple[str, int], ...]  # (model, global batch)
     mfu_steps: dict[str, tuple[int, int]]
     mfu_reps: int
@@ -49,7 +50,7 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
     if quick:
         return Sizes(
             overhead_models=("micro",), overhead_gpu_sized=("micro",), overhead_steps={"micro": (2, 2, 2)},
-            overhead_batch={}, overhead_reps=2, overhead_profile_steps=4,
+            overhead_batch={}, overhead_reps=2, overhead_profile_steps=4, overhead_floor_steps=20,
             mfu_models=(("micro", 8),), mfu_steps={"micro": (2, 3)}, mfu_reps=2,
             variant_model="micro", variant_batch=4, variants=("gelu", "swiglu"), variant_compile=("gelu",),
             variant_layer_inner=2, variant_step_inner=1, variant_reps=2,
@@ -60,7 +61,7 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
         return Sizes(
             overhead_models=("tiny", "small"), overhead_gpu_sized=("micro", "tiny", "small"),
             overhead_steps={"micro": (30, 20, 30), "tiny": (30, 20, 30), "small": (20, 10, 20)}, overhead_batch={},
-            overhead_reps=5, overhead_profile_steps=200,
+            overhead_reps=5, overhead_profile_steps=200, overhead_floor_steps=1000,
             mfu_models=(("tiny", 32), ("small", 32)), mfu_steps={"tiny": (15, 100), "small": (10, 50)}, mfu_reps=5,
             variant_model="small", variant_batch=32, variants=None, variant_compile=True,
             variant_layer_inner=50, variant_step_inner=10, variant_reps=7,
@@ -71,7 +72,7 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
         # small at the MFU benchmark's batch of 4: at 32 a CPU step takes tens of seconds
         overhead_models=("tiny", "small"), overhead_gpu_sized=("micro", "tiny", "small"),
         overhead_steps={"micro": (20, 20, 30), "tiny": (4, 4, 10), "small": (2, 2, 6)}, overhead_batch={"small": 4},
-        overhead_reps=6, overhead_profile_steps=200,
+        overhead_reps=6, overhead_profile_steps=200, overhead_floor_steps=1000,
         mfu_models=(("tiny", 32), ("small", 4)), mfu_steps={"tiny": (4, 16), "small": (3, 6)}, mfu_reps=3,
         variant_model="tiny", variant_batch=32, variants=None, variant_compile=True,
         variant_layer_inner=4, variant_step_inner=2, variant_reps=5,
