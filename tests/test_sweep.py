@@ -135,6 +135,7 @@ def test_a_micro_sweep_runs_reports_and_reruns_as_all_skipped(tmp_path):
     assert results(tmp_path, "linear") == done  # untouched
 
 
+@pytest.mark.slow  # minutes of end-to-end training on 2 cores; `make test-slow`
 def test_a_killed_sweep_resumes_and_loses_nothing(tmp_path):
     # Two runs, long enough to be killed in the second one after its first checkpoint.
     overrides = [*micro_args(tmp_path), "ffn=relu", "seed=0", "trainer.max_steps=200", "trainer.val_every=50",
@@ -197,6 +198,7 @@ def test_submitit_local_launches_and_collects(tmp_path):
     assert list((tmp_path / "runs" / "linear" / ".submitit").glob("*/*_result.pkl"))  # submitit collected them
 
 
+@pytest.mark.slow  # minutes of end-to-end training on 2 cores; `make test-slow`
 def test_joblib_runs_two_at_a_time(tmp_path):
     out = run_sweep("linear", "--launcher", "joblib", "--", *micro_args(tmp_path), "seed=0", "ffn=gelu,swiglu",
                     "hydra.launcher.n_jobs=2", tmp=tmp_path)
@@ -308,6 +310,7 @@ def test_submitit_local_gets_the_gpus(tmp_path, monkeypatch):
         sweep.check_plan(runs, cfg, "submitit_local", confirmed=False)
 
 
+@pytest.mark.slow  # minutes of end-to-end training on 2 cores; `make test-slow`
 def test_a_run_training_elsewhere_is_planned_as_running_and_not_started(tmp_path, hold_run):
     args = [*micro_args(tmp_path), "seed=0", "ffn=gelu,swiglu"]
     runs, _ = sweep.plan("linear", None, args)
