@@ -245,9 +245,12 @@ def test_threads_are_set_and_recorded(tmp_path):
     ({("micro", None): 5.0, ("tiny", None): 150.0}, ("micro", None), ["micro", "tiny"]),
     # a GPU: micro below the range, tiny and small inside it; small is nearer the middle
     ({("micro", None): 1.0, ("tiny", None): 2.5, ("small", None): 6.0}, ("small", None), ["micro", "tiny", "small"]),
-    # a slow machine: even micro is above the range at the user's batch; its batch is halved until inside
-    ({("micro", None): 40.0, ("tiny", None): 900.0, ("micro", 16): 21.0, ("micro", 8): 11.0, ("micro", 4): 6.0},
-     ("micro", 4), ["micro", "micro (batch 16)", "micro (batch 8)", "micro (batch 4)"]),
+    # a slow machine: even micro is above the range at the user's batch; its batch is halved until below the middle,
+    # and the nearest to the middle is taken
+    ({("micro", None): 40.0, ("micro", 16): 21.0, ("micro", 8): 9.0, ("micro", 4): 5.5, ("micro", 2): 4.0},
+     ("micro", 2), ["micro", "micro (batch 16)", "micro (batch 8)", "micro (batch 4)", "micro (batch 2)"]),
+    ({("micro", None): 12.0, ("micro", 16): 6.0, ("micro", 8): 3.0}, ("micro", 16),
+     ["micro", "micro (batch 16)", "micro (batch 8)"]),
 ])
 def test_the_gpu_sized_step_is_chosen_by_measured_step_time(monkeypatch, tmp_path, steps_ms, expected, tried):
     from ffnbench.bench import overhead
