@@ -85,8 +85,8 @@ def choose_gpu_sized(session: BenchSession) -> tuple[str, int | None, dict[str, 
     """The GPU-sized step: the model preset, and batch, whose hand-loop step here is nearest the middle of
     GPU_SIZED_MS (log scale), preferring one inside the range. The presets are tried smallest first at the user's
     batch, and the search stops at the first above the range; when even the smallest is above it (a slow machine),
-    its batch is halved until its step is below the middle. Returns the model, the batch (None: the user's) and the step times
-    measured, by 'model (batch b)'."""
+    its batch is halved until its step is below the middle. Returns the model, the batch (None: the user's) and the
+    step times measured, by 'model (batch b)'."""
     low, high = GPU_SIZED_MS
     middle = math.sqrt(low * high)
     measured: dict[str, float] = {}
