@@ -111,6 +111,7 @@ def test_bad_only_and_label_are_user_errors():
 @pytest.mark.parametrize(("argv", "message"), [
     (["--only", "nope"], "ffnbench: error: --only: unknown benchmark 'nope'"),
     (["--device", "tpu"], "ffnbench: error: --device: expected auto, cpu or gpu, got 'tpu'"),
+    (["--threads", "0"], "ffnbench: error: --threads: expected a positive number of threads, got 0"),
 ])
 def test_command_line_errors_are_one_line_and_exit_2(capsys, argv, message):
     with pytest.raises(SystemExit) as e:
@@ -215,7 +216,8 @@ def test_quick_overhead_ratio(quick_run):
     assert row["final_train_loss"]["hand"] == row["final_train_loss"]["pipeline"]
     _check_summary(row["val_stats_ratio"], n=max(3, sizes.overhead_reps))
     assert row["meets_goal"] is (row["ratio"]["median"] >= 0.95)
-    assert set(record["settings"]["gpu_sized_candidates_ms"]) == {"micro"}
+    # the only preset at --quick sizes (at a smaller batch too, on a machine too slow for 2-10 ms at the user's)
+    assert all(label.startswith("micro") for label in record["settings"]["gpu_sized_candidates_ms"])
     prof = record["profile"]
     assert prof["model"] == "micro" and prof["steps"] == sizes.overhead_profile_steps
     assert prof["pipeline_calls_per_step"] > prof["hand_calls_per_step"] > 0 and prof["top_beyond_hand"]
@@ -225,6 +227,40 @@ def test_quick_overhead_ratio(quick_run):
     assert floor["steps"] == sizes.overhead_floor_steps and floor["hand"]["n"] == floor["lightning"]["n"] > 0
     assert floor["extra_ms_per_step"]["median"] == floor["lightning"]["median"] - floor["hand"]["median"]
     assert any(note.startswith("Lightning's own loop") for note in record["notes"])
+
+
+def test_threads_are_set_and_recorded(tmp_path):
+    before = torch.get_num_threads()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            results = cli.main(["--threads", "1", "--only", "alignment", "--quick", "--device", "cpu",
+                                "--out", str(tmp_path), "--label", "t"])
+        assert results["alignment"]["machine"]["torch_threads"] == 1
+        assert "--threads 1" in results["alignment"]["command"]
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize(("steps_ms", "expected", "tried"), [
+    # micro inside the range, tiny above it: the search stops at tiny; micro is nearer the middle (4.47 ms)
+    ({("micro", None): 5.0, ("tiny", None): 150.0}, ("micro", None), ["micro", "tiny"]),
+    # a GPU: micro below the range, tiny and small inside it; small is nearer the middle
+    ({("micro", None): 1.0, ("tiny", None): 2.5, ("small", None): 6.0}, ("small", None), ["micro", "tiny", "small"]),
+    # a slow machine: even micro is above the range at the user's batch; its batch is halved until below the middle,
+    # and the nearest to the middle is taken
+    ({("micro", None): 40.0, ("micro", 16): 21.0, ("micro", 8): 9.0, ("micro", 4): 5.5, ("micro", 2): 4.0},
+     ("micro", 2), ["micro", "micro (batch 16)", "micro (batch 8)", "micro (batch 4)", "micro (batch 2)"]),
+    ({("micro", None): 12.0, ("micro", 16): 6.0, ("micro", 8): 3.0}, ("micro", 16),
+     ["micro", "micro (batch 16)", "micro (batch 8)"]),
+])
+def test_the_gpu_sized_step_is_chosen_by_measured_step_time(monkeypatch, tmp_path, steps_ms, expected, tried):
+    from ffnbench.bench import overhead
+
+    session = BenchSession(device=torch.device("cpu"), quick=False, sizes=sizes_for(False, False), work=tmp_path,
+                           cache_dir=tmp_path / "cache")
+    monkeypatch.setattr(overhead, "hand_step_ms", lambda session, model, batch=None: steps_ms[(model, batch)])
+    model, batch, measured = overhead.choose_gpu_sized(session)
+    assert (model, batch) == expected and list(measured) == tried
 
 
 class CountingLoop:

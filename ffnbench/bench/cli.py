@@ -1,6 +1,7 @@
 """Performance benchmarks (`make bench`), each printing a table and writing JSON to <out>/<label>/:
 
     python -m ffnbench.bench [--only 1,3] [--quick] [--label NAME] [--out DIR] [--device cpu|cuda|gpu|auto]
+                             [--threads N]
 
   1 overhead   tokens/s of the real pipeline (train(): Lightning, logging, callbacks) ÷ tokens/s of a minimal
                hand-written PyTorch loop over the same model, batches, AdamW and clipping     → overhead.json
@@ -92,6 +93,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--only", default=None, help="a subset, by number or name: 1,3 or overhead,variants")
     p.add_argument("--quick", action="store_true", help="tiny sizes and few repetitions (for the tests)")
     p.add_argument("--device", default="auto", help="cpu, cuda (= gpu) or auto (default: %(default)s)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch's CPU threads (default: torch's own, one per core). Where another job holds cores "
+                        "for the whole session, time on the cores left: threads that wait for a busy core stall "
+                        "every parallel kernel (recorded as the machine's torch_threads)")
     return p
 
 
@@ -130,6 +135,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     argv = sys.argv[1:] if argv is None else argv
     args = parser().parse_args(argv)
     names = parse_only(args.only)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ConfigError(f"--threads: expected a positive number of threads, got {args.threads}")
+        torch.set_num_threads(args.threads)
     accelerator = resolve_accelerator(args.device, field="--device")
     device = torch_device(accelerator)
     label = check_label(args.label or platform.node() or "unknown")

@@ -67,11 +67,13 @@ def _stats_trial(session: BenchSession, cfg, with_stats: bool, inner: int) -> Ca
     return trial
 
 
-def hand_step_ms(session: BenchSession, model: str, warmup: int = 3, steps: int = 5) -> float:
-    """Milliseconds per step of the hand loop on `model` (the user's batch), after `warmup` steps."""
+def hand_step_ms(session: BenchSession, model: str, batch: int | None = None, warmup: int = 3,
+                 steps: int = 5) -> float:
+    """Milliseconds per step of the hand loop on `model` at global batch `batch` (None: the user's), after `warmup`
+    steps."""
     from ffnbench.config import compose
 
-    cfg = compose([*pipeline_overrides(session, model), f"trainer.max_steps={warmup + steps}",
+    cfg = compose([*pipeline_overrides(session, model, batch), f"trainer.max_steps={warmup + steps}",
                    f"run_dir={session.work / 'unused'}"])
     loop = HandLoop(session, cfg, compile=bool(cfg.trainer.compile), compile_mode=str(cfg.trainer.compile_mode))
     for _ in range(warmup):
@@ -79,26 +81,44 @@ def hand_step_ms(session: BenchSession, model: str, warmup: int = 3, steps: int 
     return 1e3 * time_call(loop.step, session.device, inner=steps)
 
 
-def choose_gpu_sized(session: BenchSession) -> tuple[str, dict[str, float]]:
-    """The model preset whose hand-loop step here is nearest the middle of GPU_SIZED_MS (log scale), preferring one
-    inside the range; candidates are tried smallest first and the search stops at the first above the range. Returns
-    the model and the step times measured."""
+def choose_gpu_sized(session: BenchSession) -> tuple[str, int | None, dict[str, float]]:
+    """The GPU-sized step: the model preset, and batch, whose hand-loop step here is nearest the middle of
+    GPU_SIZED_MS (log scale), preferring one inside the range. The presets are tried smallest first at the user's
+    batch, and the search stops at the first above the range; when even the smallest is above it (a slow machine),
+    its batch is halved until its step is below the middle. Returns the model, the batch (None: the user's) and the
+    step times measured, by 'model (batch b)'."""
     low, high = GPU_SIZED_MS
     middle = math.sqrt(low * high)
     measured: dict[str, float] = {}
+    choices: dict[str, tuple[str, int | None]] = {}
+
+    def measure(model: str, batch: int | None) -> float:
+        label = f"{model} (batch {batch})" if batch else model
+        measured[label], choices[label] = hand_step_ms(session, model, batch), (model, batch)
+        return measured[label]
+
     for model in session.sizes.overhead_gpu_sized:
-        measured[model] = hand_step_ms(session, model)
-        if measured[model] > high:
+        if measure(model, None) > high:
             break
+    smallest = session.sizes.overhead_gpu_sized[0]
+    if measured[smallest] > high:
+        from ffnbench.config import compose
 
-    def distance(model: str) -> tuple[bool, float]:
-        return not low <= measured[model] <= high, abs(math.log(measured[model] / middle))
+        batch = int(compose([f"model={smallest}"]).data.batch_size)
+        while batch > 1:  # down to the middle of the range, then the nearest to it is taken
+            batch //= 2
+            if measure(smallest, batch) <= middle:
+                break
 
-    return min(measured, key=distance), measured
+    def distance(label: str) -> tuple[bool, float]:
+        return not low <= measured[label] <= high, abs(math.log(measured[label] / middle))
+
+    model, batch = choices[min(measured, key=distance)]
+    return model, batch, measured
 
 
 def compare(session: BenchSession, model: str, options: Sequence[str] = (), gpu_sized: bool = False,
-            stats: bool = True) -> dict[str, Any]:
+            stats: bool = True, batch: int | None = None) -> dict[str, Any]:
     """One model's row: the pipeline (`python -m ffnbench.train` with the user's settings for this device, plus
     `options`) and the hand loop timed in alternating windows inside one run, their paired ratio, and (with `stats`)
     what the FFN statistics cost a validation batch.
@@ -110,10 +130,11 @@ def compare(session: BenchSession, model: str, options: Sequence[str] = (), gpu_
             compiles as the resulting config says (trainer.compile, trainer.compile_mode).
         gpu_sized: whether this is the GPU-sized step (recorded in the row).
         stats: also time a validation batch with and without the FFN statistics.
+        batch: the global batch (None: sizes.overhead_batch's for this model, else the user's).
     """
     s = session.sizes
     warmup, window, windows = s.overhead_steps[model]
-    overrides = [*pipeline_overrides(session, model, s.overhead_batch.get(model)), *options]
+    overrides = [*pipeline_overrides(session, model, batch or s.overhead_batch.get(model)), *options]
     run = alternate(session, overrides, warmup, window, windows)
     results, cfg = run.tokens_per_s(), run.cfg
     tps = int(cfg.data.batch_size) * int(cfg.model.seq_len)
@@ -323,7 +344,8 @@ def _notes(session: BenchSession, rows: list[dict], measured: dict[str, float], 
            floor: dict | None) -> list[str]:
     s = session.sizes
     low, high = GPU_SIZED_MS
-    chosen = next(r["model"] for r in rows if r["gpu_sized"])
+    gpu_row = next(r for r in rows if r["gpu_sized"])
+    chosen = f"{gpu_row['model']} at batch {gpu_row['batch_size']}"
     notes = [
         "ratio = pipeline ÷ hand loop, window by window: the two are timed alternately inside one train() run (the "
         "hand loop runs inside a callback between two pipeline steps), so each pair is measured a fraction of a "
@@ -334,7 +356,8 @@ def _notes(session: BenchSession, rows: list[dict], measured: dict[str, float], 
         "GPU-sized step: the hand-loop steps measured here were " +
         ", ".join(f"{m} {ms:.3g} ms" for m, ms in measured.items()) +
         f"; {chosen} is nearest the middle of {low:g}–{high:g} ms (what tiny and small take per step on a GPU, "
-        "where the pipeline's fixed cost per step decides throughput)",
+        "where the pipeline's fixed cost per step decides throughput; a machine too slow for the smallest preset "
+        "at the user's batch gets it at a smaller batch)",
         "pipeline = ffnbench.train.train() as `python -m ffnbench.train` runs it: Lightning Trainer, LMModule "
         "(metrics written every trainer.log_every steps), ThroughputMonitor, PeriodicCheckpoint, progress bar, CSV "
         "logger (wandb: see startup); validation and checkpoints fall outside the timed steps. hand loop = the same "
@@ -370,13 +393,14 @@ def measure(session: BenchSession) -> dict[str, Any]:
     profile, notes."""
     s = session.sizes
     load = {"before": load_snapshot()}
-    chosen, measured = choose_gpu_sized(session)
-    models = [chosen, *(m for m in s.overhead_models if m != chosen)]
-    rows = [compare(session, model, gpu_sized=model == chosen) for model in models]
+    chosen, batch, measured = choose_gpu_sized(session)
+    rows = [compare(session, chosen, gpu_sized=True, batch=batch)]
+    rows += [compare(session, model) for model in s.overhead_models if (model, None) != (chosen, batch)]
+    models = [r["model"] for r in rows]
     prof = profile(session, chosen, s.overhead_profile_steps) if s.overhead_profile_steps else None
     floor = lightning_floor(session, s.overhead_floor_steps) if s.overhead_floor_steps else None
     load["after"] = load_snapshot()
-    settings = {"overrides": {m: pipeline_overrides(session, m, s.overhead_batch.get(m)) for m in models},
+    settings = {"overrides": [pipeline_overrides(session, r["model"], r["batch_size"]) for r in rows],
                 "steps": {m: s.overhead_steps[m] for m in models}, "gpu_sized_ms": list(GPU_SIZED_MS),
                 "gpu_sized_candidates_ms": measured, "device": str(session.device), "compile": session.gpu,
                 "precision": session.precision,

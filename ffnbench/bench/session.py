@@ -71,7 +71,7 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
     return Sizes(
         # small at the MFU benchmark's batch of 4: at 32 a CPU step takes tens of seconds
         overhead_models=("tiny", "small"), overhead_gpu_sized=("micro", "tiny", "small"),
-        overhead_steps={"micro": (20, 20, 30), "tiny": (4, 4, 10), "small": (2, 2, 6)}, overhead_batch={"small": 4},
+        overhead_steps={"micro": (20, 20, 60), "tiny": (4, 4, 16), "small": (2, 2, 6)}, overhead_batch={"small": 4},
         overhead_reps=6, overhead_profile_steps=200, overhead_floor_steps=1000,
         mfu_models=(("tiny", 32), ("small", 4)), mfu_steps={"tiny": (4, 16), "small": (3, 6)}, mfu_reps=3,
         variant_model="tiny", variant_batch=32, variants=None, variant_compile=True,
