@@ -475,3 +475,17 @@ def test_the_gpu_check_record_goes_under_the_gpus_name(tmp_path):
     assert json.loads(path.read_text()) == {"ok": True, "mfu": None}
     summary = gpucheck.summarize({"alignment": {"rows": [{"d_ff": 682, "ms_median": 1.5, "ns_per_param": 2.0}]}})
     assert summary == {"alignment": [{"d_ff": 682, "ms": 1.5, "ns_per_param": 2.0}]}
+
+
+@pytest.mark.parametrize("sizes_of", ["quick", "cpu", "gpu", "gpu-check"])
+def test_every_model_the_overhead_benchmark_can_time_has_its_window_sizes(sizes_of):
+    # compare() unpacks (warm-up, steps per window, windows) for the GPU-sized candidates and the other rows alike;
+    # `make gpu-check` once replaced them with a two-number entry for small only.
+    from ffnbench.bench.gpucheck import check_sizes
+    from ffnbench.bench.session import sizes_for
+
+    sizes = {"quick": lambda: sizes_for(True, False), "cpu": lambda: sizes_for(False, False),
+             "gpu": lambda: sizes_for(False, True), "gpu-check": lambda: check_sizes(False)}[sizes_of]()
+    for model in (*sizes.overhead_gpu_sized, *sizes.overhead_models):
+        warmup, window, windows = sizes.overhead_steps[model]
+        assert warmup >= 1 and window >= 1 and windows >= 2, (model, sizes.overhead_steps[model])

@@ -47,8 +47,10 @@ def check_sizes(quick: bool) -> Sizes:
     """The benchmarks' sizes here: `make bench`'s GPU sizes cut to fit the time budget (`quick`: a smoke run)."""
     if quick:
         return sizes_for(True, True)
+    full = sizes_for(False, True)
     return dataclasses.replace(
-        sizes_for(False, True), overhead_models=("small",), overhead_steps={"small": (15, 100)}, overhead_reps=3,
+        full, overhead_models=("small",), overhead_steps={**full.overhead_steps, "small": (15, 50, 12)},
+        overhead_reps=3,
         mfu_models=(("small", 32), ("base", 8)), mfu_steps={"small": (15, 100), "base": (10, 40)}, mfu_reps=2,
         align_reps=9)
 

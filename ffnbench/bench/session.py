@@ -60,7 +60,7 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
     if gpu:
         return Sizes(
             overhead_models=("tiny", "small"), overhead_gpu_sized=("micro", "tiny", "small"),
-            overhead_steps={"micro": (30, 20, 30), "tiny": (30, 20, 30), "small": (20, 10, 20)}, overhead_batch={},
+            overhead_steps={"micro": (30, 100, 30), "tiny": (30, 100, 30), "small": (20, 50, 20)}, overhead_batch={},
             overhead_reps=5, overhead_profile_steps=200, overhead_floor_steps=1000,
             mfu_models=(("tiny", 32), ("small", 32)), mfu_steps={"tiny": (15, 100), "small": (10, 50)}, mfu_reps=5,
             variant_model="small", variant_batch=32, variants=None, variant_compile=True,
@@ -71,7 +71,8 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
     return Sizes(
         # small at the MFU benchmark's batch of 4: at 32 a CPU step takes tens of seconds
         overhead_models=("tiny", "small"), overhead_gpu_sized=("micro", "tiny", "small"),
-        overhead_steps={"micro": (20, 20, 60), "tiny": (4, 4, 16), "small": (2, 2, 6)}, overhead_batch={"small": 4},
+        # windows of ~0.5 s or more: shorter ones let the scheduler's noise into the per-window ratio (IQR > 10%)
+        overhead_steps={"micro": (20, 100, 40), "tiny": (4, 8, 12), "small": (2, 2, 6)}, overhead_batch={"small": 4},
         overhead_reps=6, overhead_profile_steps=200, overhead_floor_steps=1000,
         mfu_models=(("tiny", 32), ("small", 4)), mfu_steps={"tiny": (4, 16), "small": (3, 6)}, mfu_reps=3,
         variant_model="tiny", variant_batch=32, variants=None, variant_compile=True,
