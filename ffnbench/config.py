@@ -6,6 +6,7 @@ all agree on what a config means, and a bad value is one ConfigError naming the 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -102,17 +103,26 @@ def compose(overrides: Sequence[str] = (), config_name: str = "train", return_hy
 
 
 def compose_many(override_lists: Iterable[Sequence[str]], config_name: str = "train",
-                 return_hydra_config: bool = False) -> list[DictConfig]:
-    """`compose` for many override lists (a sweep's jobs), with one Hydra initialisation for all of them."""
+                 return_hydra_config: bool = False, cache: dict | None = None) -> list[DictConfig]:
+    """`compose` for many override lists (a sweep's jobs), with one Hydra initialisation for all of them.
+
+    `cache`: a dict the caller keeps, to compose an override list it has composed before only once (a sweep plans
+    its jobs again after the lr-tuning stage; a composition takes a Hydra second or so). Each call gets a copy."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    cache = {} if cache is None else cache
+    lists = [tuple(overrides) for overrides in override_lists]
     try:
-        with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
-            return [hydra_compose(config_name=config_name, overrides=list(overrides),
-                                  return_hydra_config=return_hydra_config) for overrides in override_lists]
+        todo = [o for o in dict.fromkeys(lists) if (config_name, return_hydra_config, o) not in cache]
+        if todo:
+            with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+                for overrides in todo:
+                    cache[config_name, return_hydra_config, overrides] = hydra_compose(
+                        config_name=config_name, overrides=list(overrides), return_hydra_config=return_hydra_config)
+        return [copy.deepcopy(cache[config_name, return_hydra_config, o]) for o in lists]
     except (HydraException, OmegaConfBaseException) as e:
         # One line: Hydra's message spans several (the options of a group, the search path).
         raise ConfigError(" ".join(str(e).split("\nConfig search path")[0].split())) from None
@@ -504,10 +514,28 @@ def identity_diff(a: Mapping, b: Mapping, ignore: Iterable[str] = NON_IDENTITY_K
     run computes. {key: (a_value, b_value)}. A key missing from a record written before it existed counts as
     the value it implicitly had then (IDENTITY_DEFAULTS), and the trainer keys of a record written before they
     were stored resolved compare as what they meant (LEGACY_TRAINER)."""
-    ignore = tuple(ignore)
-
-    def keep(key: str) -> bool:
-        return not any(key == k or key.startswith(k + ".") for k in ignore)
-
+    keep = _kept(ignore)
     fa, fb = (_as_resolved({**IDENTITY_DEFAULTS, **flatten(x)}) for x in (a, b))
     return {k: (fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if keep(k) and fa.get(k) != fb.get(k)}
+
+
+def identity_key(config: Mapping, ignore: Iterable[str] = NON_IDENTITY_KEYS) -> frozenset:
+    """A hashable form of what identity_diff compares: two configs have equal keys exactly when identity_diff finds
+    no difference between them (missing keys are absent, not None; equal values compare equal, 1 and 1.0 too). For
+    grouping many configs at once (a sweep's tuning runs) without comparing every pair."""
+    keep = _kept(ignore)
+    flat = _as_resolved({**IDENTITY_DEFAULTS, **flatten(config)})
+    return frozenset((k, _hashable(v)) for k, v in flat.items() if keep(k) and v is not None)
+
+
+def _kept(ignore: Iterable[str]):
+    ignore = tuple(ignore)
+    return lambda key: not any(key == k or key.startswith(k + ".") for k in ignore)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return frozenset((k, _hashable(v)) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    return value

@@ -89,10 +89,12 @@ def _is_sweep(override: str) -> bool:
     return OverridesParser.create().parse_override(override).is_sweep_override()
 
 
-def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[PlannedRun], dict]:
+def plan(experiment: str, launcher: str | None, args: list[str],
+         composed_cache: dict | None = None) -> tuple[list[PlannedRun], dict]:
     """Every run of the sweep, its directory, and what rerunning it would do. Composes exactly what
     `python -m ffnbench.train -m experiment=EXP <args>` composes, job by job; a job whose lr comes from its
-    tuning runs (`optim.lr: tuned`, see ffnbench.tuning) gets the lr they chose, or waits for them."""
+    tuning runs (`optim.lr: tuned`, see ffnbench.tuning) gets the lr they chose, or waits for them.
+    `composed_cache`: kept by a caller that plans again (after the tuning stage), so no job is composed twice."""
     check_experiment(experiment)
     launcher_args = launcher_overrides(launcher)
     base = [f"experiment={experiment}", *launcher_args]
@@ -102,7 +104,7 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
     grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
     jobs = expand_grids(params, grids, [f"experiment={experiment}", *args])
     here = launcher != "submitit_slurm"  # where the runs resolve their device and precision: here, or a SLURM node
-    composed = _compose_jobs(jobs, launcher_args, here)
+    composed = _compose_jobs(jobs, launcher_args, here, composed_cache)
     tuning_runs = [TuningRun(config, run_dir) for _, run_dir, config, _ in composed if is_tuning(config)]
     check_tuning([(config, run_dir.name) for _, run_dir, config, _ in composed if not is_tuning(config)],
                  tuning_runs)
@@ -120,7 +122,7 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
             resolved[len(runs)] = with_lr(job, choice.lr)
             runs.append(None)
     for i, (job, run_dir, config, undecided) in zip(resolved, _compose_jobs(list(resolved.values()), launcher_args,
-                                                                            here)):
+                                                                            here, composed_cache)):
         runs[i] = dataclasses.replace(_classify(job, run_dir, config, undecided), tuned=True)
     unique: dict[Path, PlannedRun] = {}  # a tuned job may be a run a grid names too (the same lr): it runs once
     for r in runs:
@@ -129,13 +131,14 @@ def plan(experiment: str, launcher: str | None, args: list[str]) -> tuple[list[P
     return list(unique.values()), sweep_cfg
 
 
-def _compose_jobs(jobs: list[list[str]], launcher_args: list[str],
-                  here: bool) -> list[tuple[list[str], Path, dict, list[str]]]:
+def _compose_jobs(jobs: list[list[str]], launcher_args: list[str], here: bool,
+                  cache: dict | None = None) -> list[tuple[list[str], Path, dict, list[str]]]:
     """(job, run directory, config, undecided keys) for each job, composed as Hydra's multirun composes it, with
     the device and precision the run will resolve (`here`: on this machine; else on a node, so the keys only it
     can decide are left undecided)."""
     out = []
-    for job, cfg in zip(jobs, compose_many([[*job, *launcher_args] for job in jobs], return_hydra_config=True)):
+    for job, cfg in zip(jobs, compose_many([[*job, *launcher_args] for job in jobs], return_hydra_config=True,
+                                                 cache=cache)):
         run_dir = Path(cfg.hydra.sweep.dir) / str(cfg.hydra.sweep.subdir)
         with open_dict(cfg):
             del cfg["hydra"]  # runtime-only keys (output_dir) cannot be resolved outside a running job
@@ -273,7 +276,8 @@ def main(argv: list[str] | None = None) -> None:
     console = Console(width=140)
     started = time.time()
 
-    runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides)
+    composed: dict = {}  # the jobs' Hydra compositions, reused when stage 2 is planned
+    runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed)
     counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict", "wait", "running")}
     running = f", {counts['running']} running elsewhere (not started again)" if counts["running"] else ""
     console.print(f"[bold]{ns.experiment}[/bold]: {len(runs)} runs: {counts['skip']} skipped (already done), "
@@ -311,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
                               + (f", {len(todo) - tuned} others retried" if len(todo) > tuned else ""))
             _launch(command, todo, sweep_dir, console)
         if stage == 1 and any(r.action == "wait" for r in runs):
-            runs, _ = plan(ns.experiment, ns.launcher, ns.overrides)
+            runs, _ = plan(ns.experiment, ns.launcher, ns.overrides, composed)
             check_plan(runs, sweep_cfg, ns.launcher, ns.confirm)  # stage 2's runs get stage 1's checks
             write_json_atomic(sweep_dir / SWEEP_MANIFEST, {**manifest, "runs": [str(r.run_dir) for r in runs],
                                                            "flops": [r.flops for r in runs]})

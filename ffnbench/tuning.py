@@ -17,16 +17,17 @@ their seeds must differ from the judged runs' seeds: a fresh seed is the point."
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ffnbench.config import NON_IDENTITY_KEYS, identity_diff
+from ffnbench.config import NON_IDENTITY_KEYS, identity_key
 from ffnbench.errors import ConfigError
 from ffnbench.records import CorruptRecord
 from ffnbench.result import FINAL_STATUSES, RunResult
 
 TUNED = "tuned"  # the value of optim.lr in a judged grid whose lr comes from its tuning runs
 TUNING_FREE_KEYS = ("optim.lr", "seed", "tuning")  # what tuning runs may differ in from the judged run they serve
+GROUP_IGNORED = (*NON_IDENTITY_KEYS, *TUNING_FREE_KEYS)
 
 
 def with_lr(job: Sequence[str], lr: float) -> list[str]:
@@ -44,6 +45,10 @@ class TuningRun:
 
     config: dict
     run_dir: Path
+    key: frozenset = field(init=False, repr=False, compare=False)  # what tuning_group matches on, computed once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", identity_key(self.config, ignore=GROUP_IGNORED))
 
 
 @dataclass(frozen=True)
@@ -65,8 +70,8 @@ class LrChoice:
 
 def tuning_group(config: Mapping, tuning: Sequence[TuningRun]) -> list[TuningRun]:
     """The tuning runs that choose `config`'s lr: same config but for TUNING_FREE_KEYS."""
-    ignore = (*NON_IDENTITY_KEYS, *TUNING_FREE_KEYS)
-    return [t for t in tuning if not identity_diff(t.config, config, ignore=ignore)]
+    key = identity_key(config, ignore=GROUP_IGNORED)  # equal keys ⇔ no identity_diff outside these keys
+    return [t for t in tuning if t.key == key]
 
 
 def check_tuning(judged: Sequence[tuple[dict, str]], tuning: Sequence[TuningRun]) -> None:

@@ -11,7 +11,9 @@ from ffnbench.config import (
     check_overrides,
     compose,
     ffn_spec,
+    compose_many,
     identity_diff,
+    identity_key,
     model_config,
     optim_config,
     run_name,
@@ -260,3 +262,44 @@ def test_deterministic_is_a_checked_trainer_setting():
     assert trainer_config(compose(["trainer.deterministic=true"]).trainer).deterministic is True
     with pytest.raises(ConfigError, match="^trainer.deterministic: expected true or false, got 'yes'"):
         trainer_config(compose(["trainer.deterministic=yes"]).trainer)
+
+
+def test_identity_key_is_equal_exactly_when_identity_diff_finds_nothing():
+    """tuning.tuning_group matches configs by identity_key instead of comparing every pair with identity_diff; the
+    two must agree on every case identity_diff handles: ignored keys, defaults of missing keys, old records'
+    trainer keys, 1 = 1.0, nested lists."""
+    cpu = with_hardware({"trainer": {"accelerator": "auto", "precision": "auto"}}, "cpu", "32-true")
+    gpu = with_hardware({"trainer": {"accelerator": "auto", "precision": "auto"}}, "gpu", "bf16-mixed")
+    base = compose(["ffn=swiglu"])
+    from omegaconf import OmegaConf
+
+    full = OmegaConf.to_container(base, resolve=True)
+    configs = [
+        cpu, gpu, {"trainer": {"accelerator": "auto", "precision": "auto"}}, {"trainer": {}},
+        {"trainer": {"precision": 32}}, {"trainer": {"deterministic": False}}, {"trainer": {"deterministic": True}},
+        {"optim": {"lr": 0.001}}, {"optim": {"lr": 0.002}}, {"optim": {"lr": 1}}, {"optim": {"lr": 1.0}},
+        {"seed": 0, "logger": {"name": "csv"}}, {"seed": 0, "logger": {"name": "wandb"}}, {"seed": 1},
+        {"ffn": {"width": [1, 2]}}, {"ffn": {"width": [1, 3]}}, full,
+        {**full, "seed": full["seed"] + 1},
+    ]
+    for ignore in ((), ("seed",), ("optim.lr", "seed")):
+        for a in configs:
+            for b in configs:
+                same = not identity_diff(a, b, ignore=("logger", *ignore))
+                assert (identity_key(a, ignore=("logger", *ignore)) == identity_key(b, ignore=("logger", *ignore))) \
+                    == same, (a, b, ignore)
+
+
+def test_compose_many_with_a_cache_composes_each_override_list_once_and_hands_out_copies(monkeypatch):
+    import hydra
+
+    calls = []
+    real = hydra.compose
+    monkeypatch.setattr(hydra, "compose", lambda **kw: calls.append(kw["overrides"]) or real(**kw))
+    cache: dict = {}
+    first = compose_many([["ffn=relu"], ["ffn=gelu"], ["ffn=relu"]], cache=cache)
+    again = compose_many([["ffn=gelu"], ["seed=3"]], cache=cache)
+    assert calls == [["ffn=relu"], ["ffn=gelu"], ["seed=3"]]
+    assert [c.ffn.act for c in first] == ["relu", "gelu", "relu"] and again[1].seed == 3
+    first[0].seed = 99  # a copy: what the cache holds is untouched
+    assert compose_many([["ffn=relu"]], cache=cache)[0].seed != 99 and len(calls) == 3
