@@ -202,8 +202,9 @@ def test_quick_run_prints_five_tables_and_writes_five_files(quick_run):
 def test_quick_overhead_ratio(quick_run):
     folder, _, _ = quick_run
     record = json.loads((folder / "overhead.json").read_text())
-    (row,) = record["rows"]
+    (row,) = record["rows"]  # the GPU-sized step alone (at --quick sizes it is micro, at whatever batch it took)
     sizes = sizes_for(True, False)
+    assert sizes.overhead_models == ()
     assert (row["model"], row["gpu_sized"]) == ("micro", True)  # the only candidate at --quick sizes
     assert (row["warmup_steps"], row["window_steps"], row["windows"]) == sizes.overhead_steps["micro"]
     windows = row["windows"]

@@ -49,7 +49,7 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
     """The sizes of a run: `quick` (seconds, for the tests), or the full ones for a GPU or a CPU."""
     if quick:
         return Sizes(
-            overhead_models=("micro",), overhead_gpu_sized=("micro",), overhead_steps={"micro": (2, 2, 2)},
+            overhead_models=(), overhead_gpu_sized=("micro",), overhead_steps={"micro": (2, 2, 2)},
             overhead_batch={}, overhead_reps=2, overhead_profile_steps=4, overhead_floor_steps=20,
             mfu_models=(("micro", 8),), mfu_steps={"micro": (2, 3)}, mfu_reps=2,
             variant_model="micro", variant_batch=4, variants=("gelu", "swiglu"), variant_compile=("gelu",),
