@@ -1,6 +1,7 @@
 """How long a sweep has left: each planned run's training FLOPs, known from its config before it runs, over the
-FLOP rate the sweep's own finished runs reached (their training FLOPs ÷ their wall time: this machine, under
-this load, validation and start-up included). `make sweep` prints it when it starts, and every run it launches
+FLOP rate the sweep's most recently finished runs reached (their training FLOPs ÷ their wall time: this machine,
+under its present load, validation and start-up included; runs slowed by a load that has since gone, or sped up by
+one that came, stop counting after RECENT_RUNS more). `make sweep` prints it when it starts, and every run it launches
 prints it again when it starts (the progress line), so a campaign interrupted and resumed any number of times
 always says what is left."""
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from ffnbench.records import SWEEP_MANIFEST, CorruptRecord, read_json
 from ffnbench.result import FINAL_STATUSES, RunResult
 
+RECENT_RUNS = 10  # the finished runs the rate is taken over, the most recent first
 SWEEP_ENV = "FFNBENCH_SWEEP"  # set by `make sweep` for the runs it launches: their sweep directory
 
 
@@ -39,8 +41,8 @@ class Estimate:
     done: int  # runs with a final status (finished or diverged)
     total: int
     seconds_left: float | None  # None until a run has finished here
-    rate: float | None  # FLOP/s of the finished runs, wall time included
-    based_on: int  # how many finished runs the rate comes from
+    rate: float | None  # FLOP/s of the most recently finished runs, wall time included
+    based_on: int  # how many finished runs the rate comes from (at most RECENT_RUNS)
 
     def line(self) -> str:
         head = f"{self.done} of {self.total} runs done"
@@ -49,7 +51,7 @@ class Estimate:
         if self.seconds_left is None:
             return f"{head}; time left: unknown until a run of this sweep finishes here"
         return (f"{head}; about {_duration(self.seconds_left)} left (at the {self.rate / 1e9:.3g} GFLOP/s of wall "
-                f"time its {self.based_on} finished run{'s' if self.based_on != 1 else ''} reached)")
+                f"time its {self.based_on} most recently finished run{'s' if self.based_on != 1 else ''} reached)")
 
 
 def _duration(seconds: float) -> str:
@@ -65,8 +67,7 @@ def estimate(runs: Sequence[tuple[Path, float | None]]) -> Estimate:
     has a final status (a resumed run's done part is not subtracted: a slight overestimate). The rate is per run,
     so runs trained side by side (joblib, SLURM arrays) make the estimate too long by their parallelism."""
     done, left = 0, 0.0
-    flops_done = seconds_done = 0.0
-    based_on = 0
+    timed: list[tuple[str, float, float]] = []  # (finished at, FLOPs, seconds) of each finished run
     for run_dir, flops in runs:
         try:
             result = RunResult.read(run_dir)
@@ -76,13 +77,13 @@ def estimate(runs: Sequence[tuple[Path, float | None]]) -> Estimate:
             done += 1
             trained = _flops_of_last_segment(result)
             if result.status == "finished" and trained and result.wall_time_s:
-                flops_done += trained
-                seconds_done += float(result.wall_time_s)
-                based_on += 1
+                timed.append((result.finished_at or "", trained, float(result.wall_time_s)))
         elif flops:
             left += flops
-    rate = flops_done / seconds_done if seconds_done else None
-    return Estimate(done, len(runs), left / rate if rate else None, rate, based_on)
+    recent = sorted(timed, key=lambda t: t[0])[-RECENT_RUNS:]  # ISO times of one machine sort as they happened
+    seconds = sum(t[2] for t in recent)
+    rate = sum(t[1] for t in recent) / seconds if seconds else None
+    return Estimate(done, len(runs), left / rate if rate else None, rate, len(recent))
 
 
 def _flops_of_last_segment(result: RunResult) -> float | None:

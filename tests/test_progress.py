@@ -21,12 +21,12 @@ def test_planned_flops_are_flops_per_token_times_the_tokens_the_budget_gives():
     assert planned_flops({**config, "ffn": {"act": "nope"}}) is None  # the run itself reports a bad config
 
 
-def _finished(tmp_path, name, flops, wall, status="finished"):
+def _finished(tmp_path, name, flops, wall, status="finished", at="2026-12-01T10:00:00+0000"):
     run_dir = tmp_path / name
     run_dir.mkdir()
     record = make_record("gelu", status=status, loss=3.0 if status == "finished" else None)
     record.update(flops={**record["flops"], "per_token_training": flops / 100, "total_training": flops},
-                  steps=100, tokens_per_step=1, resumed_from_step=None, wall_time_s=wall)
+                  steps=100, tokens_per_step=1, resumed_from_step=None, wall_time_s=wall, finished_at=at)
     (run_dir / RESULT_FILE).write_text(json.dumps(record))
     return run_dir
 
@@ -38,8 +38,8 @@ def test_time_left_is_the_flops_left_at_the_rate_the_finished_runs_reached(tmp_p
     est = estimate(runs)
     assert (est.done, est.total, est.based_on, est.rate) == (3, 5, 2, 1e10)
     assert est.seconds_left == 300.0
-    assert est.line() == ("3 of 5 runs done; about 5 min left (at the 10 GFLOP/s of wall time its 2 finished runs "
-                          "reached)")
+    assert est.line() == ("3 of 5 runs done; about 5 min left (at the 10 GFLOP/s of wall time its 2 most "
+                          "recently finished runs reached)")
 
 
 def test_before_any_run_finishes_the_time_left_is_unknown(tmp_path):
@@ -56,7 +56,7 @@ def test_a_run_launched_by_a_sweep_prints_its_progress_line(tmp_path, monkeypatc
     assert progress_line() is None
     monkeypatch.setenv(SWEEP_ENV, str(tmp_path))
     assert progress_line() == ("sweep progress: 1 of 2 runs done; about 2.0 h left (at the 10 GFLOP/s of wall time "
-                               "its 1 finished run reached)")
+                               "its 1 most recently finished run reached)")
     monkeypatch.setenv(SWEEP_ENV, str(tmp_path / "missing"))
     assert progress_line() is None
 
@@ -67,3 +67,14 @@ def test_a_resumed_runs_rate_counts_only_what_its_last_process_trained(tmp_path)
     record = json.loads((run_dir / RESULT_FILE).read_text())
     (run_dir / RESULT_FILE).write_text(json.dumps({**record, "resumed_from_step": 60}))
     assert estimate([(run_dir, 1e12), (tmp_path / "b", 4e11)]).seconds_left == 100.0
+
+
+def test_the_rate_is_that_of_the_most_recently_finished_runs(tmp_path):
+    """Two runs that shared the cores with other work (10x slower) stop counting once ten runs finished after them:
+    a campaign resumed on a quiet machine says what is left at the rate it trains now."""
+    slow = [(_finished(tmp_path, f"slow{i}", 1e12, 1000.0, at=f"2026-12-01T09:0{i}:00+0000"), 1e12) for i in range(2)]
+    fast = [(_finished(tmp_path, f"fast{i}", 1e12, 100.0, at=f"2026-12-01T10:{i:02d}:00+0000"), 1e12)
+            for i in range(10)]
+    est = estimate([*fast[:5], *slow, *fast[5:], (tmp_path / "left", 1e13)])  # the order of the manifest is not time
+    assert (est.done, est.based_on, est.rate, est.seconds_left) == (12, 10, 1e10, 1000.0)
+    assert estimate([*slow, fast[0], (tmp_path / "left", 1e13)]).rate == 3e12 / 2100.0  # fewer than ten: all of them
