@@ -524,6 +524,8 @@ def identity_key(config: Mapping, ignore: Iterable[str] = NON_IDENTITY_KEYS) -> 
     no difference between them (missing keys are absent, not None; equal values compare equal, 1 and 1.0 too). For
     grouping many configs at once (a sweep's tuning runs) without comparing every pair."""
     keep = _kept(ignore)
+    if isinstance(config, DictConfig):
+        config = OmegaConf.to_container(config, resolve=True)
     flat = _as_resolved({**IDENTITY_DEFAULTS, **flatten(config)})
     return frozenset((k, _hashable(v)) for k, v in flat.items() if keep(k) and v is not None)
 
@@ -536,6 +538,8 @@ def _kept(ignore: Iterable[str]):
 def _hashable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return frozenset((k, _hashable(v)) for k, v in value.items())
-    if isinstance(value, list | tuple):
+    if isinstance(value, list):
         return tuple(_hashable(v) for v in value)
+    if isinstance(value, tuple):  # identity_diff tells a tuple from the list of the same items (records hold lists)
+        return (tuple, *(_hashable(v) for v in value))
     return value

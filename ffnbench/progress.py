@@ -7,9 +7,11 @@ always says what is left."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from ffnbench.records import SWEEP_MANIFEST, CorruptRecord, read_json
@@ -80,10 +82,19 @@ def estimate(runs: Sequence[tuple[Path, float | None]]) -> Estimate:
                 timed.append((result.finished_at or "", trained, float(result.wall_time_s)))
         elif flops:
             left += flops
-    recent = sorted(timed, key=lambda t: t[0])[-RECENT_RUNS:]  # ISO times of one machine sort as they happened
+    recent = sorted(timed, key=lambda t: _epoch(t[0]))[-RECENT_RUNS:]
     seconds = sum(t[2] for t in recent)
     rate = sum(t[1] for t in recent) / seconds if seconds else None
     return Estimate(done, len(runs), left / rate if rate else None, rate, len(recent))
+
+
+def _epoch(finished_at: str) -> float:
+    """Seconds since the epoch of a result's finished_at (local time with its UTC offset: runs of one sweep may come
+    from machines in other time zones, or from both sides of a clock change); -inf when missing or unreadable."""
+    try:
+        return datetime.strptime(finished_at, "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except (TypeError, ValueError):
+        return -math.inf
 
 
 def _flops_of_last_segment(result: RunResult) -> float | None:

@@ -221,6 +221,7 @@ def test_quick_overhead_ratio(quick_run):
     assert all(label.startswith("micro") for label in record["settings"]["gpu_sized_candidates_ms"])
     prof = record["profile"]
     assert prof["model"] == "micro" and prof["steps"] == sizes.overhead_profile_steps
+    assert prof["batch_size"] == row["batch_size"]  # profiled at the GPU-sized row's batch
     assert prof["pipeline_calls_per_step"] > prof["hand_calls_per_step"] > 0 and prof["top_beyond_hand"]
     assert any(note.startswith("profile after") for note in record["notes"])
     assert any(note.startswith("profile before") for note in record["notes"])

@@ -279,7 +279,8 @@ def test_identity_key_is_equal_exactly_when_identity_diff_finds_nothing():
         {"trainer": {"precision": 32}}, {"trainer": {"deterministic": False}}, {"trainer": {"deterministic": True}},
         {"optim": {"lr": 0.001}}, {"optim": {"lr": 0.002}}, {"optim": {"lr": 1}}, {"optim": {"lr": 1.0}},
         {"seed": 0, "logger": {"name": "csv"}}, {"seed": 0, "logger": {"name": "wandb"}}, {"seed": 1},
-        {"ffn": {"width": [1, 2]}}, {"ffn": {"width": [1, 3]}}, full,
+        {"ffn": {"width": [1, 2]}}, {"ffn": {"width": [1, 3]}}, {"ffn": {"width": (1, 2)}}, {"ffn": {"width": [[1]]}},
+        {"ffn": {"width": None}}, {"ffn": {}}, {"ffn": {"width": 4}}, full,
         {**full, "seed": full["seed"] + 1},
     ]
     for ignore in ((), ("seed",), ("optim.lr", "seed")):
@@ -288,6 +289,7 @@ def test_identity_key_is_equal_exactly_when_identity_diff_finds_nothing():
                 same = not identity_diff(a, b, ignore=("logger", *ignore))
                 assert (identity_key(a, ignore=("logger", *ignore)) == identity_key(b, ignore=("logger", *ignore))) \
                     == same, (a, b, ignore)
+    assert identity_key(base) == identity_key(full)  # a composed config keys as its plain container
 
 
 def test_compose_many_with_a_cache_composes_each_override_list_once_and_hands_out_copies(monkeypatch):

@@ -78,3 +78,11 @@ def test_the_rate_is_that_of_the_most_recently_finished_runs(tmp_path):
     est = estimate([*fast[:5], *slow, *fast[5:], (tmp_path / "left", 1e13)])  # the order of the manifest is not time
     assert (est.done, est.based_on, est.rate, est.seconds_left) == (12, 10, 1e10, 1000.0)
     assert estimate([*slow, fast[0], (tmp_path / "left", 1e13)]).rate == 3e12 / 2100.0  # fewer than ten: all of them
+
+
+def test_recent_means_recent_in_time_whatever_the_time_zone_it_was_written_in(tmp_path):
+    """10:30+01:00 is 09:30 UTC: before 10:00+00:00 although it sorts after it as text."""
+    early = (_finished(tmp_path, "early", 1e12, 1000.0, at="2026-12-01T10:30:00+0100"), 1e12)
+    later = [(_finished(tmp_path, f"later{i}", 1e12, 100.0, at=f"2026-12-01T10:{i:02d}:00+0000"), 1e12)
+             for i in range(10)]
+    assert estimate([early, *later]).rate == 1e10

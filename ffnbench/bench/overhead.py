@@ -204,7 +204,8 @@ def _stats_by_function(profile: cProfile.Profile, steps: int) -> tuple[dict[str,
     return out, sum(c for c, _ in out.values())
 
 
-def profile(session: BenchSession, model: str, steps: int, top: int = 12) -> dict[str, Any]:
+def profile(session: BenchSession, model: str, steps: int, top: int = 12,
+            batch: int | None = None) -> dict[str, Any]:
     """Where the pipeline's time per step goes beyond the hand loop's: cProfile over `steps` steps of each (after
     warm-up): Python calls per step of each, and the functions with the most own time in the calls the pipeline
     makes beyond the hand loop's (a function both make as often, a kernel say, is shared work: its time differs by
@@ -215,7 +216,7 @@ def profile(session: BenchSession, model: str, steps: int, top: int = 12) -> dic
     from ffnbench.config import compose
 
     warmup = max(5, steps // 10)
-    overrides = pipeline_overrides(session, model)
+    overrides = pipeline_overrides(session, model, batch)  # batch: the GPU-sized row's (None: the user's)
     cfg = compose([*overrides, f"trainer.max_steps={warmup + steps}", f"run_dir={session.work / 'profile'}"])
 
     class Window(L.Callback):
@@ -246,7 +247,7 @@ def profile(session: BenchSession, model: str, steps: int, top: int = 12) -> dic
               for name, (calls, own) in pipe.items() if calls > hand.get(name, (0.0, 0.0))[0]}
     ranked = sorted(beyond, key=lambda name: beyond[name][1], reverse=True)
     return {
-        "model": model, "steps": steps, "pipeline_calls_per_step": pipe_calls, "hand_calls_per_step": hand_calls,
+        "model": model, "batch_size": int(cfg.data.batch_size), "steps": steps, "pipeline_calls_per_step": pipe_calls, "hand_calls_per_step": hand_calls,
         "beyond_hand_own_ms_per_step": sum(own for _, own in beyond.values()),
         "top_beyond_hand": [{"function": name, "calls_per_step": beyond[name][0], "own_ms_per_step": beyond[name][1]}
                             for name in ranked[:top]],
@@ -397,7 +398,7 @@ def measure(session: BenchSession) -> dict[str, Any]:
     rows = [compare(session, chosen, gpu_sized=True, batch=batch)]
     rows += [compare(session, model) for model in s.overhead_models if (model, None) != (chosen, batch)]
     models = [r["model"] for r in rows]
-    prof = profile(session, chosen, s.overhead_profile_steps) if s.overhead_profile_steps else None
+    prof = profile(session, chosen, s.overhead_profile_steps, batch=batch) if s.overhead_profile_steps else None
     floor = lightning_floor(session, s.overhead_floor_steps) if s.overhead_floor_steps else None
     load["after"] = load_snapshot()
     settings = {"overrides": [pipeline_overrides(session, r["model"], r["batch_size"]) for r in rows],
