@@ -247,7 +247,8 @@ def profile(session: BenchSession, model: str, steps: int, top: int = 12,
               for name, (calls, own) in pipe.items() if calls > hand.get(name, (0.0, 0.0))[0]}
     ranked = sorted(beyond, key=lambda name: beyond[name][1], reverse=True)
     return {
-        "model": model, "batch_size": int(cfg.data.batch_size), "steps": steps, "pipeline_calls_per_step": pipe_calls, "hand_calls_per_step": hand_calls,
+        "model": model, "batch_size": int(cfg.data.batch_size), "steps": steps,
+        "pipeline_calls_per_step": pipe_calls, "hand_calls_per_step": hand_calls,
         "beyond_hand_own_ms_per_step": sum(own for _, own in beyond.values()),
         "top_beyond_hand": [{"function": name, "calls_per_step": beyond[name][0], "own_ms_per_step": beyond[name][1]}
                             for name in ranked[:top]],
