@@ -313,26 +313,36 @@ RECORD_BATCHES = """
 import json, os
 import lightning as L
 
-class _RecordBatches(L.Callback):
+class _Hook(L.Callback):
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         with open(os.environ["FFNBENCH_TEST_BATCHES"], "a") as f:
             f.write(json.dumps({"rank": trainer.global_rank, "step": trainer.global_step,
                                 "rows": batch[0].tolist()}) + "\\n")
-
-_init = L.Trainer.__init__
-
-def _with_recorder(self, *args, callbacks=None, **kwargs):
-    _init(self, *args, callbacks=[*(callbacks or []), _RecordBatches()], **kwargs)
-
-L.Trainer.__init__ = _with_recorder
 """
 
 
-def test_ddp_ranks_each_train_on_half_of_every_batch(finished, cache_dir, tmp_path):
+# Appended to a hook's source: every Trainer the process builds gets the hook's callback `_Hook` besides its own.
+ADD_HOOK_CALLBACK = """
+_init = L.Trainer.__init__
+
+def _with_hook(self, *args, callbacks=None, **kwargs):
+    _init(self, *args, callbacks=[*(callbacks or []), _Hook()], **kwargs)
+
+L.Trainer.__init__ = _with_hook
+"""
+
+
+def hook_pythonpath(tmp_path, source: str) -> str:
+    """The PYTHONPATH of a child process that loads `source` (which defines the callback `_Hook`) as its
+    sitecustomize, with its Trainers patched to use that callback."""
     (tmp_path / "hook").mkdir()
-    (tmp_path / "hook" / "sitecustomize.py").write_text(textwrap.dedent(RECORD_BATCHES))
+    (tmp_path / "hook" / "sitecustomize.py").write_text(textwrap.dedent(source) + ADD_HOOK_CALLBACK)
+    return os.pathsep.join([str(tmp_path / "hook"), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
+def test_ddp_ranks_each_train_on_half_of_every_batch(finished, cache_dir, tmp_path):
+    pythonpath = hook_pythonpath(tmp_path, RECORD_BATCHES)
     log = tmp_path / "batches.jsonl"
-    pythonpath = os.pathsep.join([str(tmp_path / "hook"), *filter(None, [os.environ.get("PYTHONPATH")])])
     out = run_cli(*MICRO, "trainer=ddp", "trainer.devices=2", f"data.cache_dir={cache_dir}",
                   f"hydra.run.dir={tmp_path / 'ddp'}",
                   env={"PYTHONPATH": pythonpath, "FFNBENCH_TEST_BATCHES": str(log)})
@@ -363,24 +373,15 @@ SIGTERM_AT = """
 import os, signal
 import lightning as L
 
-class _SigtermAt(L.Callback):
+class _Hook(L.Callback):
     def on_train_batch_end(self, trainer, *args):
         if trainer.global_step == int(os.environ["FFNBENCH_TEST_SIGTERM_AT"]):
             os.kill(os.getpid(), signal.SIGTERM)
-
-_init = L.Trainer.__init__
-
-def _with_sigterm(self, *args, callbacks=None, **kwargs):
-    _init(self, *args, callbacks=[*(callbacks or []), _SigtermAt()], **kwargs)
-
-L.Trainer.__init__ = _with_sigterm
 """
 
 
 def test_sigterm_mid_run_saves_that_step_and_the_rerun_resumes_from_it(finished, cache_dir, tmp_path):
-    (tmp_path / "hook").mkdir()
-    (tmp_path / "hook" / "sitecustomize.py").write_text(textwrap.dedent(SIGTERM_AT))
-    pythonpath = os.pathsep.join([str(tmp_path / "hook"), *filter(None, [os.environ.get("PYTHONPATH")])])
+    pythonpath = hook_pythonpath(tmp_path, SIGTERM_AT)
     args = [*MICRO, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'run'}"]
     out = run_cli(*args, env={"PYTHONPATH": pythonpath, "FFNBENCH_TEST_SIGTERM_AT": "25"})
     assert out.returncode == 143, out.stderr[-3000:]  # 128 + SIGTERM, as a process killed by it
