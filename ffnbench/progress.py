@@ -69,7 +69,7 @@ def estimate(runs: Sequence[tuple[Path, float | None]]) -> Estimate:
     has a final status (a resumed run's done part is not subtracted: a slight overestimate). The rate is per run,
     so runs trained side by side (joblib, SLURM arrays) make the estimate too long by their parallelism."""
     done, left = 0, 0.0
-    timed: list[tuple[str, float, float]] = []  # (finished at, FLOPs, seconds) of each finished run
+    timed: list[tuple[float, float, float]] = []  # (finished at, FLOPs, seconds) of each finished run
     for run_dir, flops in runs:
         try:
             result = RunResult.read(run_dir)
@@ -79,16 +79,16 @@ def estimate(runs: Sequence[tuple[Path, float | None]]) -> Estimate:
             done += 1
             trained = _flops_of_last_segment(result)
             if result.status == "finished" and trained and result.wall_time_s:
-                timed.append((result.finished_at or "", trained, float(result.wall_time_s)))
+                timed.append((_epoch(result.finished_at), trained, float(result.wall_time_s)))
         elif flops:
             left += flops
-    recent = sorted(timed, key=lambda t: _epoch(t[0]))[-RECENT_RUNS:]
+    recent = sorted(timed)[-RECENT_RUNS:]
     seconds = sum(t[2] for t in recent)
     rate = sum(t[1] for t in recent) / seconds if seconds else None
     return Estimate(done, len(runs), left / rate if rate else None, rate, len(recent))
 
 
-def _epoch(finished_at: str) -> float:
+def _epoch(finished_at: str | None) -> float:
     """Seconds since the epoch of a result's finished_at (local time with its UTC offset: runs of one sweep may come
     from machines in other time zones, or from both sides of a clock change); -inf when missing or unreadable."""
     try:
