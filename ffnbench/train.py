@@ -165,11 +165,12 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
         if plan.action == "fresh":
             trainer.validate(module, datamodule=dm, verbose=False)  # step 0: loss and FFN stats at init
         trainer.fit(module, datamodule=dm, ckpt_path=str(plan.ckpt) if plan.ckpt else None)
-        status = "finished" if module.status == "running" else module.status
-        if status == "finished":  # the final validation: the periodic windows again, then data.final_val_tokens'
+        # "finished" only once the final validation is done too: a stop inside it (SIGTERM, Ctrl-C, an error) leaves
+        # the run "failed", so a rerun resumes and validates it, instead of a finished record without final metrics.
+        if module.status == "running":  # the final validation: the periodic windows again, then data.final_val_tokens'
             dm.final = True
             trainer.validate(module, datamodule=dm, verbose=False)
-            status = "finished" if module.status == "running" else module.status  # a NaN here is a divergence
+        status = "finished" if module.status == "running" else module.status  # a NaN there is a divergence
         error = module.divergence if status == "diverged" else None
         exit_code = 0
     except SIGTERMException as e:  # SIGTERM or the pre-emption signal: last.ckpt holds the step it stopped at

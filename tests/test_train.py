@@ -17,6 +17,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 from wandb_files import read_run, run_files
 
 from ffnbench.config import compose
@@ -139,6 +140,26 @@ def test_resume_after_a_stop_equals_an_uninterrupted_run(finished, cache_dir, tm
     assert resumed.metrics["final_val_loss"] == finished[0].metrics["final_val_loss"]
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     assert len(rows) == len((finished[1] / "metrics.csv").read_text().splitlines())  # no rows lost or doubled
+
+
+class StopInFinalValidation(L.Callback):
+    """Raises as the final validation (the one after fit, at the last step) starts, as a SIGTERM there would."""
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        if trainer.state.fn == TrainerFn.VALIDATING and trainer.global_step > 0:  # not step 0's, nor fit's own
+            raise RuntimeError("stopped in the final validation")
+
+
+def test_a_stop_in_the_final_validation_leaves_the_run_to_resume_not_finished(finished, cache_dir, tmp_path):
+    # A finished record must carry the final metrics: one stopped after fit but before its final validation once
+    # read "finished" with the last periodic validation's loss and no per-window losses, and was skipped for good.
+    run_dir = tmp_path / "stopped"
+    with pytest.raises(RuntimeError, match="stopped in the final validation"):
+        train(micro(cache_dir, run_dir), callbacks=[StopInFinalValidation()])
+    assert json.loads((run_dir / RESULT_FILE).read_text())["status"] == "failed"
+    resumed = train(micro(cache_dir, run_dir))
+    assert resumed.status == "finished" and resumed.val_windows == finished[0].val_windows
+    assert resumed.metrics["final_val_loss"] == finished[0].metrics["final_val_loss"]
 
 
 def test_a_finished_run_is_skipped(finished, cache_dir):
