@@ -15,6 +15,7 @@ from ffnbench.ffn import VARIANTS
 from ffnbench.report import method
 from ffnbench.report.comparisons import comparisons, primary_runs, variant_order
 from ffnbench.result import RunResult
+from ffnbench.tables import MISSING
 
 SECTIONS = ("# ffnbench report", "## Method", "## Claims", "## Results by comparison", "## Figures", "## Runs not used",
             "## Provenance")
@@ -327,3 +328,4 @@ def test_why_says_when_divergences_decided_and_no_lr_says_what_happened():
               run_of(tuning_record("gelu", 8, 1e-3, None, status="failed"))]
     row = next(line for line in lr_section(failed) if line.startswith("| gelu-b4-nobias"))
     assert "| none | no finished tuning run (1 diverged, 1 failed or other): its judged runs cannot run |" in row
+    assert f"| 0.001: {MISSING} (1 diverged, 1 failed or unfinished) |" in row  # the failed run is counted where it ran

@@ -56,7 +56,9 @@ def lr_section(runs: list[Run]) -> list[str]:
         for x in sorted({r.lr for r in group}):
             at = [r for r in group if r.lr == x]
             div = sum(r.diverged for r in at)
-            tried.append(f"{x:g}: {fmt_mean_std(summary_of(at))}" + (f" ({div} diverged)" if div else ""))
+            other = sum(not r.usable and not r.diverged for r in at)  # failed or unfinished: no loss, not a divergence
+            notes = [f"{div} diverged"] * bool(div) + [f"{other} failed or unfinished"] * bool(other)
+            tried.append(f"{x:g}: {fmt_mean_std(summary_of(at))}" + (f" ({', '.join(notes)})" if notes else ""))
         rows.append([group[0].label, describe_setting(group[0].setting), "; ".join(tried), chosen, reason])
     return ["## Learning rates", "",
             "Each variant marked here was judged at the lr its own tuning runs chose (seeds that are never judged), "
