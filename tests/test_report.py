@@ -1,6 +1,7 @@
 """The report end to end (ffnbench.report.build, .sections, .figures, .comparisons, .cli) on synthetic sweeps:
 sections, verdict lines, figures, rebuilding from results.jsonl, and the command line."""
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -244,6 +245,11 @@ def test_cost_aware_views_read_each_pair_at_the_cheaper_runs_flops_and_time(tmp_
     assert flops.mean == pytest.approx(-0.049 + (1000 - 1000 / 1.5) / 1000)  # gelu at 1000 vs swiglu at 667 tokens
     assert time.mean == pytest.approx(-0.049 + 0.5)  # swiglu has had half gelu's tokens
     assert flops.n == time.n == 3
+    # a run slowed by other load on the machine: the variant's median throughput sets it aside
+    slowed = [*gelu[:2], dataclasses.replace(gelu[2], tokens_per_s=500.0)]
+    assert at_equal_cost(slowed, swiglu, seconds_axis).mean == pytest.approx(time.mean)
+    slowed[1] = dataclasses.replace(gelu[1], tokens_per_s=500.0)  # most of its runs slowed: the variant is slowed
+    assert at_equal_cost(slowed, swiglu, seconds_axis).mean == pytest.approx(-0.049 - 0.5)  # gelu had half swiglu's
 
 
 # ---- tuning runs in the tables, the summary and the Learning rates section -----------------------------------

@@ -20,15 +20,24 @@ from ffnbench.tables import fmt, markdown_table
 HEADER = ["variant − reference", "equal params (end of training)", "equal training FLOPs", "equal wall-clock time"]
 
 
-def flops_axis(r: Run) -> float | None:
-    """Training FLOPs per token (forward + backward) of the run."""
-    value = r.result.flops.get("per_token_training")
-    return float(value) if value else None
+Axis = Callable[[list[Run]], Callable[[Run], float | None]]  # a variant's runs → each run's cost per token
 
 
-def seconds_axis(r: Run) -> float | None:
-    """Seconds of training per token, at the run's measured steady-state throughput."""
-    return 1.0 / r.tokens_per_s if r.tokens_per_s else None
+def flops_axis(group: list[Run]) -> Callable[[Run], float | None]:
+    """Training FLOPs per token (forward + backward) of each run."""
+    def per_token(r: Run) -> float | None:
+        value = r.result.flops.get("per_token_training")
+        return float(value) if value else None
+    return per_token
+
+
+def seconds_axis(group: list[Run]) -> Callable[[Run], float | None]:
+    """Seconds of training per token at the variant's median steady-state throughput over its runs. Every seed of
+    a variant runs the same arithmetic, so its runs differ in speed only by what else the machine was doing; the
+    median sets a run slowed by other load aside (while fewer than half of them were)."""
+    speeds = [r.tokens_per_s for r in group if r.tokens_per_s]
+    seconds = 1.0 / float(np.median(speeds)) if speeds else None
+    return lambda r: seconds
 
 
 def loss_at(r: Run, cost_per_token: float, budget: float) -> float | None:
@@ -43,10 +52,11 @@ def loss_at(r: Run, cost_per_token: float, budget: float) -> float | None:
     return float(np.interp(budget, spent, loss))
 
 
-def at_equal_cost(ref: list[Run], other: list[Run], axis: Callable[[Run], float | None] | None) -> stats.Paired:
+def at_equal_cost(ref: list[Run], other: list[Run], axis: Axis | None) -> stats.Paired:
     """other − ref per seed, both read at the smaller of the two runs' total cost on `axis` (None: the final
     validation loss, Run.loss, i.e. equal parameters and tokens)."""
     a, b = run_by_seed(ref), run_by_seed(other)
+    cost_a, cost_b = (axis(ref), axis(other)) if axis is not None else (None, None)
     diffs = {}
     for seed in set(a) & set(b):
         ra, rb = a[seed], b[seed]
@@ -54,7 +64,7 @@ def at_equal_cost(ref: list[Run], other: list[Run], axis: Callable[[Run], float 
             if ra.loss is not None and rb.loss is not None:
                 diffs[seed] = rb.loss - ra.loss
             continue
-        ca, cb = axis(ra), axis(rb)
+        ca, cb = cost_a(ra), cost_b(rb)
         if not (ca and cb and ra.curve and rb.curve):
             continue
         budget = min(ra.curve[-1][0] * ca, rb.curve[-1][0] * cb)
@@ -89,8 +99,9 @@ def costs_section(runs: list[Run]) -> list[str]:
             f"The main comparison's loss differences from **{ref}**, paired by seed (nats/token; 95% t interval "
             "over seeds; negative = better than the reference): at the end of training (equal parameters and "
             "tokens: the final validation loss), and on the validation curve at the training FLOPs the cheaper run "
-            "of each pair spent and at the wall-clock time the faster one took (each run's steady-state tokens/s; "
-            "on a shared machine these timings carry its load), read between validation checkpoints linearly. "
+            "of each pair spent and at the wall-clock time the faster one took (each variant's median steady-state "
+            "tokens/s over its runs, which sets aside a run slowed by other load on a shared machine; a machine busy "
+            "for most of a variant's runs still slows it), read between validation checkpoints linearly. "
             f"Only the variants at the reference's parameter budget ({key.budget:g}×, "
             f"{'FFN bias' if key.bias else 'no FFN bias'}"
             + (f", d_ff multiple of {key.multiple_of}" if key.multiple_of != 1 else "") + ") are compared"
