@@ -191,6 +191,18 @@ def test_pair_keys_say_what_was_held_fixed():
     assert matched_key(gated_by_width) is None  # matches no ungated budget
 
 
+def test_a_setting_names_its_budget_and_an_initialisation_other_than_the_default():
+    from ffnbench.claims import describe_setting
+
+    base = (("model.name", "mini"), ("model.d_model", 64), ("model.n_layer", 4))
+    assert describe_setting((*base, ("model.ffn_init", "gpt2"))) == "mini (d_model 64, 4 layers)"
+    assert describe_setting((*base, ("model.ffn_init", "matched"))) == "mini (d_model 64, 4 layers, matched FFN init)"
+    assert describe_setting((*base, ("model.non_embedding_params", "reference"))) == \
+        "mini at the non-embedding params of its d_model 64 model (4 layers; d_model solved per FFN)"
+    assert describe_setting((*base, ("model.non_embedding_params", 30000), ("model.ffn_init", "matched"))) == \
+        "mini at a fixed 3e+04 non-embedding params (4 layers; d_model solved per FFN, matched FFN init)"
+
+
 def test_a_finished_run_without_a_validation_loss_counts_as_diverged_and_tuning_runs_are_marked():
     record = make_record("gelu", loss=3.0, config={"tuning": True})
     record["metrics"]["final_val_loss"] = math.nan

@@ -127,16 +127,20 @@ def setting_without(setting: Setting, key: str) -> Setting:
 
 
 def describe_setting(setting: Setting) -> str:
-    """The setting in words: 'small (d_model 64, 2 layers)' or the fixed budget it was solved for."""
+    """The setting in words: 'small (d_model 64, 2 layers)', or the fixed budget it was solved for; an FFN
+    initialisation other than the default is named ('..., matched FFN init')."""
     s = dict(setting)
-    text = f"{s.get('model.name') or 'model'} (d_model {s.get('model.d_model')}, {s.get('model.n_layer')} layers)"
+    name, layers = s.get("model.name") or "model", s.get("model.n_layer")
+    text = f"{name} (d_model {s.get('model.d_model')}, {layers} layers"
     budget = s.get("model.non_embedding_params")
     if budget:
-        size = (f"its d_model {s.get('model.d_model')} model's own" if budget == "reference"
-                else f"{float(budget):.3g}")
-        text = (f"{s.get('model.name') or 'model'} at a fixed {size} non-embedding params ({s.get('model.n_layer')} "
-                "layers; d_model solved per FFN)")
-    return text
+        size = (f"the non-embedding params of its d_model {s.get('model.d_model')} model" if budget == "reference"
+                else f"a fixed {float(budget):.3g} non-embedding params")
+        text = f"{name} at {size} ({layers} layers; d_model solved per FFN"
+    init = s.get("model.ffn_init")
+    if init is not None and init != MODEL_DEFAULTS["ffn_init"]:
+        text += f", {init} FFN init"
+    return text + ")"
 
 
 def group_by(runs: Iterable[Run], key: Callable[[Run], Any]) -> dict[Any, list[Run]]:
