@@ -5,6 +5,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# pytest-xdist: up to 4 workers, one test file each at a time (a file's shared fixtures are built once)
+PARALLEL := -n auto --maxprocesses 4 --dist loadfile
 
 EXP      ?= quick   # sweep preset: conf/experiment/<EXP>.yaml
 ARGS     ?=         # extra Hydra overrides for every run, e.g. ARGS="trainer.max_tokens=20000"
@@ -27,7 +29,7 @@ lint: $(STAMP) ## ruff over the package and the tests
 	$(VENV)/bin/ruff check ffnbench hydra_plugins tests
 
 test: lint ## lint, then the test suite (minutes; slow checks excluded)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PARALLEL)
 
 test-slow: $(STAMP) ## only the slow checks
 	$(PY) -m pytest -q -m slow

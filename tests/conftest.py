@@ -1,9 +1,22 @@
 """Fixtures shared by the test modules."""
 
 import errno
+import os
 import socket
 
 import pytest
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (`make test` runs -n auto), the workers share the cores instead of each using all of
+    them: torch threads (and OMP_NUM_THREADS, for the subprocesses tests start) = cores ÷ workers."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        import torch
+
+        threads = max(1, (os.cpu_count() or 1) // int(workers))
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
 
 NO_DNS = "Name or service not known (no network in tests)"
 
