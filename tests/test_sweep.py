@@ -33,11 +33,11 @@ EXPECTED_RUNS = {  # the grids of conf/experiment/*.yaml, counted by hand
     "lr": 3 * 4 * 2 + 3 * 3,  # tuning stage (4 lrs × seeds 100, 101), then 3 judged seeds at the tuned lr
     "scale": 3 * 3 * 2,
     "full": 10 * 3 + 2 * 3 * 3 + 2 * 4 * 3 + 5 * 3 * 3 + 3 * 3 + 2 * 2 * 3 + 3 * 3,
-    # tuning (3 lrs × seeds 100, 101 for the headline, 100 elsewhere) + judged seeds, per arm: headline (and seeds
-    # 6-9 of gelu, swiglu and gelu with bias), bias,
-    # widths at fixed d, widths at a fixed budget, the C6 lr grid (judged only), depth 2, matched init, d_model 32
-    "cpu_claims": (8 * 6 + 8 * 6) + 2 * 4 + 4 + (3 + 6) + (3 * 3 + 3 * 5) + (4 * 3 + 4 * 5) + 2 * 4 * 3 + (2 * 3 + 2 * 5)
-                  + (4 * 3 + 4 * 5) + (4 * 3 + 4 * 5),
+    # tuning (3 lrs × seeds 100, 101 for the headline, 100 elsewhere) + judged seeds, per arm: headline, seeds 6-9
+    # of gelu, swiglu and gelu with bias, bias, widths at fixed d, widths at a fixed budget, the C6 lr grid (judged
+    # only), depth 2, matched init, d_model 32
+    "cpu_claims": (8 * 6 + 8 * 6) + (2 * 4 + 4) + (3 + 6) + (3 * 3 + 3 * 5) + (4 * 3 + 4 * 5) + 2 * 4 * 3
+                  + (2 * 3 + 2 * 5) + (4 * 3 + 4 * 5) + (4 * 3 + 4 * 5),
 }
 BIG = ("full", "cpu_claims")  # expanded, not composed job by job (hundreds of runs: slow)
 
