@@ -334,4 +334,4 @@ def test_why_says_when_divergences_decided_and_no_lr_says_what_happened():
               run_of(tuning_record("gelu", 8, 1e-3, None, status="failed"))]
     row = next(line for line in lr_section(failed) if line.startswith("| gelu-b4-nobias"))
     assert "| none | no finished tuning run (1 diverged, 1 failed or other): its judged runs cannot run |" in row
-    assert f"| 0.001: {MISSING} (1 diverged, 1 failed or unfinished) |" in row  # the failed run is counted where it ran
+    assert f"| 0.001: {MISSING} (1 diverged, 1 failed or other) |" in row  # the failed run is counted where it ran

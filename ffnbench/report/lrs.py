@@ -57,7 +57,7 @@ def lr_section(runs: list[Run]) -> list[str]:
             at = [r for r in group if r.lr == x]
             div = sum(r.diverged for r in at)
             other = sum(not r.usable and not r.diverged for r in at)  # failed or unfinished: no loss, not a divergence
-            notes = [f"{div} diverged"] * bool(div) + [f"{other} failed or unfinished"] * bool(other)
+            notes = [f"{k} {what}" for k, what in ((div, "diverged"), (other, "failed or other")) if k]
             tried.append(f"{x:g}: {fmt_mean_std(summary_of(at))}" + (f" ({', '.join(notes)})" if notes else ""))
         rows.append([group[0].label, describe_setting(group[0].setting), "; ".join(tried), chosen, reason])
     return ["## Learning rates", "",
