@@ -136,7 +136,8 @@ class StepProgressBar(RichProgressBar):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         if step % self.every == 0 or step >= trainer.max_steps:
-            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+            # The bar counts optimizer steps, as max_steps (its total) does; a batch holds trainer.inner_steps of them.
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, step - 1)
 
     def get_metrics(self, trainer, pl_module) -> dict:
         metrics = super().get_metrics(trainer, pl_module)

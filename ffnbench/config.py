@@ -44,6 +44,7 @@ NON_IDENTITY_KEYS = (
     "trainer.strategy",
     "trainer.peak_flops",
     "trainer.ckpt_every",
+    "trainer.inner_steps",  # how many optimizer steps one Lightning batch holds: the same steps, in the same order
     "model.max_budget_mismatch",  # a bound that refuses a config; it changes nothing a run computes
     "hydra",
 )
@@ -368,6 +369,9 @@ def optim_config(node: Mapping | DictConfig) -> OptimConfig:
     return OptimConfig(**node)
 
 
+MAX_INNER_STEPS = 16  # the most steps a Lightning batch holds by default: their batches sit on the device together
+
+
 @dataclass(frozen=True)
 class TrainerConfig:
     """`cfg.trainer` (conf/trainer/*.yaml): where a run trains, its budget and how often it validates, logs and
@@ -388,6 +392,7 @@ class TrainerConfig:
     val_every: int = 100
     ckpt_every: int = 100
     log_every: int = 10
+    inner_steps: int | None = None  # optimizer steps per Lightning batch; None = self.steps_per_batch()'s choice
     peak_flops: float | None = None  # per-device peak FLOP/s for MFU; None = from the GPU table or measured
     progress_bar: bool = True
 
@@ -420,9 +425,30 @@ class TrainerConfig:
             _real("trainer.max_tokens", self.max_tokens, 0, low_open=True)
         for name in ("val_every", "ckpt_every", "log_every"):
             _count(f"trainer.{name}", getattr(self, name))
+        if self.inner_steps is not None:
+            _count("trainer.inner_steps", self.inner_steps)
+            every = self._every()
+            if every % self.inner_steps:
+                raise ConfigError(f"trainer.inner_steps={self.inner_steps}: it must divide trainer.log_every, "
+                                  f"val_every and ckpt_every (their greatest common divisor is {every}); use "
+                                  f"trainer.inner_steps=null (automatic) or a divisor of {every}")
         if self.peak_flops is not None:
             _real("trainer.peak_flops", self.peak_flops, 0, low_open=True,
                   fix=" (null = from the GPU table or measured)")
+
+    def _every(self) -> int:
+        return math.gcd(self.log_every, self.val_every, self.ckpt_every)
+
+    def steps_per_batch(self) -> int:
+        """Optimizer steps per Lightning batch (module.LMModule.training_step takes them in a loop): inner_steps, or
+        by default the largest divisor of gcd(log_every, val_every, ckpt_every) up to MAX_INNER_STEPS (10 at the
+        defaults). Lightning's fixed cost per batch, about half a millisecond of hooks and loop bookkeeping, is then
+        paid once per so many steps, which a step of a few milliseconds (a small model on a GPU) notices. A batch
+        never spans a logging, validation or checkpoint step, so all three happen at a batch's end, as before."""
+        if self.inner_steps is not None:
+            return self.inner_steps
+        every = self._every()
+        return max(k for k in range(1, min(every, MAX_INNER_STEPS) + 1) if every % k == 0)
 
     def total_steps(self, tokens_per_step: int, reference_params: int | None = None) -> int:
         """The run's length in optimizer steps (≥ 1): max_steps, or the token budget (tokens_per_param ×

@@ -45,8 +45,6 @@ def quiet_lightning() -> None:
     for name in ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero"):
         logging.getLogger(name).addFilter(_QuietLightning())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
-    # A diverged run's training_step returns None on purpose (module.py): that skips the step.
-    warnings.filterwarnings("ignore", message=r"`training_step` returned `None`")
     # Validation metrics are all-reduced by the module itself (module.py), so Lightning's advice does not apply.
     warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('(val|ffn)/")
 

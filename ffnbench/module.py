@@ -3,6 +3,7 @@ byte, FFN activation statistics, and divergence detection."""
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -70,10 +71,31 @@ def build_optimizer(model: GPT, optim: OptimConfig | Mapping, total_steps: int, 
     return optimizer, scheduler
 
 
+def _align_loop_counts(checkpoint: dict, inner_steps: int) -> None:
+    """Lightning's loop counts in a checkpoint, made to agree with its optimizer step before Lightning restores its
+    loops from them (after this hook). Lightning schedules validation by counting batches, which are inner_steps
+    steps each: after a resume, batch n must again end at step (n + 1)·inner_steps, whichever step the run stopped
+    at (mid-batch, by Ctrl-C or an error, the unfinished batch is taken again from that step: data.TrainBatches).
+    A checkpoint written before training_step took its steps itself (Lightning's automatic optimization, a step per
+    batch) holds its step count where manual optimization does not look (trainer.global_step would restart at 0):
+    it is moved."""
+    loop = checkpoint.get("loops", {}).get("fit_loop", {})
+    manual = loop.get("epoch_loop.manual_optimization.optim_step_progress")
+    batches = loop.get("epoch_loop.batch_progress")
+    if not manual or not batches:
+        return
+    automatic = loop.get("epoch_loop.automatic_optimization.optim_progress", {}).get("optimizer", {}).get("step")
+    if automatic and automatic["total"]["completed"] and not manual["total"]["completed"]:
+        manual = loop["epoch_loop.manual_optimization.optim_step_progress"] = copy.deepcopy(automatic)
+    done = manual["total"]["completed"] // inner_steps
+    for part in ("total", "current"):
+        batches[part] = {k: done for k in batches[part]}
+
+
 class LMModule(L.LightningModule):
     def __init__(self, model_cfg: ModelConfig, optim: OptimConfig | Mapping, seed: int, total_steps: int,
                  tokens_per_step: int, val_bytes_per_token: float = 1.0, log_every: int = 10, compile: bool = False,
-                 fingerprint: dict | None = None, compile_mode: str = "default"):
+                 fingerprint: dict | None = None, compile_mode: str = "default", val_every: int | None = None):
         super().__init__()
         self.model = GPT(model_cfg, seed=seed)
         if compile:
@@ -85,6 +107,8 @@ class LMModule(L.LightningModule):
         self.tokens_per_step = tokens_per_step
         self.val_bytes_per_token = val_bytes_per_token
         self.log_every = log_every
+        self.val_every = val_every  # the steps fit validates at (multiples of it); None: whenever Lightning says
+        self._skip_validation = False
         self.fingerprint = fingerprint or {}
         self.status = "running"  # → "diverged" when the loss stops being finite (train() sets the rest)
         self.divergence: str | None = None  # why it diverged
@@ -94,6 +118,7 @@ class LMModule(L.LightningModule):
         self._row: dict[str, Any] = {}  # this logging step's training metrics (log_step), written at the step's end
         self._row_step = 0
         self._params: list[torch.nn.Parameter] | None = None  # what clipping walks, listed once
+        self.automatic_optimization = False  # training_step takes several optimizer steps (its docstring)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Lightning sets `_current_fx_name` around every hook it calls, about 40 times a step; nn.Module.__setattr__
@@ -105,11 +130,11 @@ class LMModule(L.LightningModule):
 
     # ---- training -----------------------------------------------------------------------------------
 
-    def _logging_step(self) -> bool:
-        """Whether this optimizer step logs its metrics: every log_every-th step (counted from 1: global steps 9,
-        19, ... for 10) and the last. Only these steps read a value back from the device (the loss, then the row's
-        tensors when it is written) or do any logging work; the steps between them pay nothing for it."""
-        step = self.global_step
+    def _logging_step(self, step: int) -> bool:
+        """Whether optimizer step `step` logs its metrics: every log_every-th step (counted from 1: global steps 9,
+        19, ... for 10) and the last, each the last step of its batch (inner_steps divides log_every). Only these
+        steps read a value back from the device (the loss, then the row's tensors when it is written) or do any
+        logging work; the steps between them pay nothing for it."""
         return (step + 1) % self.log_every == 0 or step + 1 >= self.total_steps
 
     def log_step(self, metrics: Mapping[str, Any]) -> None:
@@ -119,25 +144,35 @@ class LMModule(L.LightningModule):
         self._row.update(metrics)
 
     def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = self.model(x, y)
-        if self._logging_step():
-            step = self._row_step = self.global_step
-            value = loss.detach().float().item()  # the one host sync of a logging window
-            self.last_train_loss = value  # also what the progress bar shows (callbacks.StepProgressBar)
-            if not math.isfinite(value):
-                self._diverge(f"training loss became {value} at step {step}")
-                return None  # skips backward and the optimizer step
-            self.log_step({"train/loss": value, "tokens": (step + 1) * self.tokens_per_step})
-        return loss
-
-    def on_train_batch_start(self, batch, batch_idx) -> None:
-        if self.cuda_graphs:
-            torch.compiler.cudagraph_mark_step_begin()
+        """One optimizer step per batch of `batch`, in order: it stacks the batches of up to trainer.inner_steps
+        consecutive steps ([k, batch, seq_len] each; data.batches.TrainBatches). Each step is what Lightning's
+        automatic optimization did for one batch (forward, backward, clipping in on_before_optimizer_step, AdamW,
+        the schedule), the same arithmetic in the same order; Lightning's fixed work per batch (its hooks, loop
+        bookkeeping, the validation and checkpoint checks) is paid once per k steps. manual_backward and the
+        LightningOptimizer keep the precision plugin (loss scaling) and DDP (a gradient all-reduce per backward)."""
+        optimizer, scheduler = self.optimizers(), self.lr_schedulers()
+        for step, (x, y) in enumerate(zip(*batch, strict=True), start=self.global_step):
+            if step >= self.total_steps:  # the run ends inside this batch
+                break
+            if self.cuda_graphs:
+                torch.compiler.cudagraph_mark_step_begin()
+            loss = self.model(x, y)
+            if self._logging_step(step):
+                self._row_step = step
+                value = loss.detach().float().item()  # the one host sync of a logging window
+                self.last_train_loss = value  # also what the progress bar shows (callbacks.StepProgressBar)
+                if not math.isfinite(value):
+                    self._diverge(f"training loss became {value} at step {step}")
+                    return  # no backward, no optimizer step
+                self.log_step({"train/loss": value, "tokens": (step + 1) * self.tokens_per_step})
+            self.manual_backward(loss)
+            optimizer.step()  # counts the step (trainer.global_step) and calls on_before_optimizer_step
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         # After the callbacks' on_train_batch_end (Lightning calls the module's last): the ThroughputMonitor's
-        # figures of this step are in the row.
+        # figures of this batch's last step are in the row.
         if self._row:
             log_row(self.trainer, self._row, self._row_step)
             self._row.clear()
@@ -177,6 +212,13 @@ class LMModule(L.LightningModule):
             torch.compiler.cudagraph_mark_step_begin()
 
     def on_validation_epoch_start(self) -> None:
+        # Lightning counts batches, and a run whose length is not a multiple of inner_steps ends inside a short last
+        # batch, which it may count as the batch of a validation: fit validates at multiples of val_every only (or
+        # when the run stops early), so that one is skipped (the final validation follows at once).
+        self._skip_validation = (self.val_every is not None and self.trainer.state.fn == "fit"
+                                 and self.global_step % self.val_every != 0 and not self.trainer.should_stop)
+        if self._skip_validation:
+            return
         zero = lambda: torch.zeros((), dtype=torch.float64, device=self.device)
         self._val_sum, self._val_count = zero(), zero()
         self._final_sum, self._final_count = zero(), zero()  # the final set's (data.final_val_tokens) ...
@@ -185,6 +227,8 @@ class LMModule(L.LightningModule):
             ffn.stats = ActivationStats(ffn.size.d_ff, self.device)
 
     def validation_step(self, batch, batch_idx):
+        if self._skip_validation:
+            return
         x, y, *final = batch  # a batch of the final set carries a marker (data.batches.FINAL_MARK)
         if not final:
             loss = self.model(x, y)
@@ -198,6 +242,9 @@ class LMModule(L.LightningModule):
         self._final_windows.append(per_token.view(y.shape).double().mean(dim=1))
 
     def on_validation_epoch_end(self) -> None:
+        if self._skip_validation:
+            self._skip_validation = False
+            return
         stats = [ffn.stats for ffn in self.model.ffns]
         for ffn in self.model.ffns:
             ffn.stats = None
@@ -264,6 +311,7 @@ class LMModule(L.LightningModule):
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        _align_loop_counts(checkpoint, getattr(self.trainer.datamodule, "inner_steps", 1))
         saved = checkpoint.get("ffnbench", {})
         self.val_history = list(saved.get("val_history", []))
         self.last_train_loss = saved.get("last_train_loss")

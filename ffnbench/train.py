@@ -89,7 +89,8 @@ def check_run(cfg: DictConfig) -> Run:
     if config["logger"].get("wandb"):
         wandb_mode(config["logger"]["wandb"].get("mode"))
     seed = run_seed(cfg)
-    data = LMDataModule(cfg.data, seq_len=model.seq_len, seed=seed)  # the data settings' checks
+    data = LMDataModule(cfg.data, seq_len=model.seq_len, seed=seed,  # the data settings' checks
+                        inner_steps=trainer.steps_per_batch())
     check_windows(data.config, model.seq_len, world_size=hw.devices * trainer.num_nodes)  # the batch splits
     tokens_per_step = data.batch_size * model.seq_len
     return Run(config, run_dir, model, optim, trainer, hw, data, tokens_per_step,
@@ -145,7 +146,8 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
     compiled = CompileWatch(t.compile)  # before the model is built: a fresh dynamo cache for this run
     module = LMModule(run.model, run.optim, seed=run.seed, total_steps=run.total_steps,
                       tokens_per_step=run.tokens_per_step, val_bytes_per_token=dm.val_bytes_per_token,
-                      log_every=t.log_every, compile=t.compile, compile_mode=t.compile_mode, fingerprint=run.config)
+                      log_every=t.log_every, compile=t.compile, compile_mode=t.compile_mode, fingerprint=run.config,
+                      val_every=t.val_every)
     thr = ThroughputMonitor(run.tokens_per_step, flops.training, peak, run.hw.devices * t.num_nodes,
                             log_every=t.log_every, peak_source=peak_source)
     ckpt_cb = PeriodicCheckpoint(last_checkpoint(run.run_dir), t.ckpt_every, t.val_every)
@@ -214,7 +216,7 @@ def _trainer(run: Run, devices: int | list[int], loggers: list, callbacks: list[
         deterministic=t.deterministic,  # True: deterministic algorithms and CUBLAS_WORKSPACE_CONFIG; False resets
         max_steps=run.total_steps,
         max_epochs=-1,
-        val_check_interval=t.val_every,
+        val_check_interval=t.val_every // run.data.inner_steps,  # in batches, each of inner_steps steps
         check_val_every_n_epoch=None,
         num_sanity_val_steps=0,
         logger=loggers or False,

@@ -7,6 +7,7 @@ import io
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -285,15 +286,16 @@ def test_alternation_times_both_contenders_in_every_round_and_trains_the_hand_lo
     monkeypatch.setattr(contenders.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(timing.time, "perf_counter", lambda: clock[0])
     loop = CountingLoop(clock, seconds=1.0)  # the hand loop: 1 s a step; the pipeline: 2 s a step (below)
-    run = contenders.Alternation(loop, warmup=3, window=4, windows=5, settle=1)
+    run = contenders.Alternation(loop, warmup=4, window=6, windows=5, k=2)
     monkeypatch.setattr(contenders, "time_call", lambda fn, device, inner: timing.time_call(
         fn, device, inner, clock=lambda: clock[0]))
-    for batch_idx in range(run.total_steps):  # the pipeline's steps, as Lightning calls the hook
-        clock[0] += 2.0
-        run.callback.on_train_batch_end(None, None, None, None, batch_idx)
-    assert run.total_steps == 3 + 5 * (1 + 4) and loop.steps == run.total_steps  # same length, same schedule
-    tps = run.tokens_per_s()
-    assert tps == {"hand": [64 / 1.0] * 5, "pipeline": [64 / 2.0] * 5}  # the settling steps are not timed
+    for step in range(2, run.total_steps + 1, 2):  # the pipeline's batches of 2 steps, as Lightning calls the hook
+        clock[0] += 2.0 * 2
+        run.callback.on_train_batch_end(SimpleNamespace(global_step=step), None, None, None, step // 2 - 1)
+    assert run.total_steps == 4 + 5 * 6 and loop.steps == run.total_steps  # same length
+    assert run.tokens_per_s() == {"hand": [64 / 1.0] * 5, "pipeline": [64 / 2.0] * 5}  # warm-up not timed
+    with pytest.raises(ValueError, match="multiples of the batch, 4 steps"):
+        contenders.Alternation(loop, warmup=4, window=6, windows=5, k=4)
 
 
 def test_quick_mfu(quick_run):

@@ -133,6 +133,10 @@ def test_bad_optim_settings_name_the_field(override, message):
         ("trainer.compile_mode=reduce-overhead", "trainer.compile_mode=reduce-overhead: it says how trainer.compile "
                                                  "compiles, and trainer.compile is false"),
         ("trainer.peak_flops=0", "trainer.peak_flops: must be > 0, got 0"),
+        ("trainer.inner_steps=0", "trainer.inner_steps: must be a positive integer, got 0"),
+        ("trainer.inner_steps=4", "trainer.inner_steps=4: it must divide trainer.log_every, val_every and ckpt_every "
+                                  "(their greatest common divisor is 10); use trainer.inner_steps=null (automatic) or "
+                                  "a divisor of 10"),
         ("+trainer.epochs=1", "trainer.epochs: unknown setting"),
     ],
 )
@@ -140,6 +144,19 @@ def test_bad_trainer_settings_name_the_field(override, message):
     with pytest.raises(ConfigError) as info:
         trainer_config(compose([override]).trainer)
     assert str(info.value).startswith(message) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("overrides", "steps"), [
+    ([], 10),  # the defaults: log_every 10, val_every 100, ckpt_every 100
+    (["trainer.val_every=25"], 5),
+    (["trainer.log_every=100"], 10),  # gcd 100: its largest divisor up to MAX_INNER_STEPS
+    (["trainer.log_every=16", "trainer.val_every=32", "trainer.ckpt_every=64"], 16),
+    (["trainer.log_every=17", "trainer.val_every=34", "trainer.ckpt_every=51"], 1),  # gcd 17 > 16, a prime
+    (["trainer.log_every=1"], 1),
+    (["trainer.inner_steps=5"], 5),
+])
+def test_a_batch_holds_steps_up_to_the_next_logging_validation_or_checkpoint_step(overrides, steps):
+    assert trainer_config(compose(overrides).trainer).steps_per_batch() == steps
 
 
 def test_the_seed_is_a_non_negative_integer():

@@ -82,9 +82,8 @@ def corpus_record(dm):
     return json.loads((dm.token_dir.parent / "corpus.json").read_text())
 
 
-def attach(dm, world_size=1, rank=0, global_step=0, accumulate=1):
-    dm.trainer = SimpleNamespace(world_size=world_size, global_rank=rank, global_step=global_step,
-                                 accumulate_grad_batches=accumulate)
+def attach(dm, world_size=1, rank=0, global_step=0):
+    dm.trainer = SimpleNamespace(world_size=world_size, global_rank=rank, global_step=global_step)
     return dm
 
 
@@ -295,7 +294,7 @@ def test_no_validation_window_overlaps_a_training_document(shakespeare):
 
 def test_same_seed_same_batches_and_ranks_slice_the_global_batch(shakespeare):
     dm = shakespeare
-    x, y = next(iter(dm.train_dataloader()))
+    x, y = (t.squeeze(0) for t in next(iter(dm.train_dataloader())))  # one step a batch: a stack of one
     assert x.shape == y.shape == (8, 64) and x.dtype == y.dtype == torch.int64
     assert (x[:, 1:] == y[:, :-1]).all()
     offsets = window_offsets(0, 0, 8, len(dm.train_tokens), 64)
@@ -312,15 +311,32 @@ def test_same_seed_same_batches_and_ranks_slice_the_global_batch(shakespeare):
 
     one = next(iter(dm.train_dataloader()))
     halves = [next(iter(attach(ready(LMDataModule(dm.config, 64, 0)), 2, rank).train_dataloader())) for rank in (0, 1)]
-    assert halves[0][0].shape == (4, 64)
-    assert (torch.cat([h[0] for h in halves]) == one[0]).all() and (torch.cat([h[1] for h in halves]) == one[1]).all()
+    assert halves[0][0].shape == (1, 4, 64)
+    assert all((torch.cat([h[i] for h in halves], dim=1) == one[i]).all() for i in (0, 1))
 
 
 def test_a_resumed_stream_starts_at_its_batch(shakespeare):
     stream = iter(shakespeare.train_dataloader())
     batches = [next(stream) for _ in range(7)]
-    resumed = attach(ready(LMDataModule(shakespeare.config, 64, 0)), global_step=3, accumulate=2)
+    resumed = attach(ready(LMDataModule(shakespeare.config, 64, 0)), global_step=6)
     assert (next(iter(resumed.train_dataloader()))[0] == batches[6][0]).all()
+
+
+def test_a_batch_of_several_steps_stacks_theirs_and_ends_at_a_multiple_of_them(shakespeare):
+    step = shakespeare.train_dataloader().batch  # step i's (x, y)
+
+    def stacked(steps):
+        return [torch.stack([step(i)[j] for i in steps]) for j in (0, 1)]
+
+    fresh = LMDataModule(shakespeare.config, 64, 0, inner_steps=4)
+    stream = iter(attach(ready(fresh)).train_dataloader())
+    for steps in (range(0, 4), range(4, 8)):
+        assert all((a == b).all() for a, b in zip(next(stream), stacked(steps), strict=True))
+    # A run stopped at step 6 (mid-batch) first finishes that batch, so later batches end where a fresh run's do.
+    resumed = LMDataModule(shakespeare.config, 64, 0, inner_steps=4)
+    stream = iter(attach(ready(resumed), global_step=6).train_dataloader())
+    for steps in (range(6, 8), range(8, 12)):
+        assert all((a == b).all() for a, b in zip(next(stream), stacked(steps), strict=True))
 
 
 class TinyLM(L.LightningModule):
@@ -335,8 +351,9 @@ class TinyLM(L.LightningModule):
         return torch.nn.functional.cross_entropy(self.net(x).flatten(0, 1), y.flatten())
 
     def training_step(self, batch, i):
-        self.seen.append(batch[0][0, :4].tolist())
-        return self.loss(batch)
+        x, y = (t[0] for t in batch)  # a stack of one step's batch (the data module's inner_steps is 1)
+        self.seen.append(x[0, :4].tolist())
+        return self.loss((x, y))
 
     def validation_step(self, batch, i):
         self.log("val_loss", self.loss(batch))

@@ -91,7 +91,7 @@ def one_optimizer_step(precision, grad_clip):
     module = LMModule(cfg, OptimConfig(lr=1e-3, warmup_steps=0, grad_clip=grad_clip), seed=0, total_steps=1,
                       tokens_per_step=4 * 16)
     x = torch.randint(0, 64, (4, 17), generator=torch.Generator().manual_seed(0))
-    batches = torch.utils.data.DataLoader([(x[i, :-1], x[i, 1:]) for i in range(4)], batch_size=4)
+    batches = [[x[None, :, :-1], x[None, :, 1:]]]  # one batch of one step (a stack of one: data.TrainBatches)
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
                         **precision)
@@ -153,7 +153,7 @@ def _train_rows(run_dir) -> dict[int, dict[str, str]]:
 
 class HostReads:
     """Counts the Python calls that read a tensor's value on the host (`.item()`, `.tolist()`, `float()`), by the
-    training step during which they happen (from a batch's start to the next batch's or the validation's start).
+    training step during which they happen (from a step's forward to the next step's or the validation's start).
     On a GPU each is a sync that stalls the queue; the test runs on the CPU, where the calls are what can be seen."""
 
     def __init__(self, monkeypatch):
@@ -173,14 +173,21 @@ class HostReads:
         reads = self
 
         class Marks(L.Callback):
-            def on_train_batch_start(self, trainer, *args):
-                reads.step = trainer.global_step
+            """Marks each training step as its forward starts (a batch holds several: trainer.inner_steps)."""
+
+            def on_train_start(self, trainer, pl_module):
+                def mark(module, args):
+                    if trainer.training:
+                        reads.step = trainer.global_step
+
+                self.handle = pl_module.model.register_forward_pre_hook(mark)
 
             def on_validation_start(self, trainer, *args):
                 reads.step = None
 
             def on_train_end(self, trainer, *args):
                 reads.step = None
+                self.handle.remove()
 
         self.callback = Marks()
 
@@ -211,3 +218,36 @@ def test_logging_every_step_or_every_n_steps_trains_the_same_model(tmp_path):
         assert rows_sparse[step]["train/loss"] == rows_every[step]["train/loss"]
         assert rows_sparse[step]["train/grad_norm"] == rows_every[step]["train/grad_norm"]
     assert every[0].curve == sparse[0].curve and every[0].val_windows == sparse[0].val_windows
+
+
+def _loops(automatic: int, manual: int, batches: int) -> dict:
+    step = lambda n: {"total": {"ready": n, "completed": n}, "current": {"ready": n, "completed": n}}
+    progress = lambda n: {part: {"ready": n, "completed": n, "started": n, "processed": n}
+                          for part in ("total", "current")}
+    return {"loops": {"fit_loop": {
+        "epoch_loop.batch_progress": {**progress(batches), "is_last_batch": False},
+        "epoch_loop.automatic_optimization.optim_progress": {"optimizer": {"step": step(automatic)}},
+        "epoch_loop.manual_optimization.optim_step_progress": step(manual)}}}
+
+
+def _counts(checkpoint: dict) -> tuple[int, int]:
+    loop = checkpoint["loops"]["fit_loop"]
+    return (loop["epoch_loop.manual_optimization.optim_step_progress"]["total"]["completed"],
+            loop["epoch_loop.batch_progress"]["current"]["ready"])
+
+
+@pytest.mark.parametrize(("checkpoint", "inner_steps", "expected"), [
+    (_loops(automatic=40, manual=0, batches=40), 5, (40, 8)),  # written before: a step a batch, counted elsewhere
+    (_loops(automatic=43, manual=0, batches=43), 5, (43, 8)),  # stopped mid-batch: batch 8 is taken again from 43
+    (_loops(automatic=0, manual=43, batches=9), 5, (43, 8)),  # batch 9 was under way (Ctrl-C): it is not done
+    (_loops(automatic=0, manual=40, batches=8), 5, (40, 8)),  # a batch's end: unchanged
+    (_loops(automatic=0, manual=40, batches=4), 10, (40, 4)),
+])
+def test_a_checkpoints_loop_counts_agree_with_its_step(checkpoint, inner_steps, expected):
+    from ffnbench.module import _align_loop_counts
+
+    _align_loop_counts(checkpoint, inner_steps)
+    assert _counts(checkpoint) == expected
+    batches = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]
+    assert batches["total"] == batches["current"] == dict.fromkeys(("ready", "completed", "started", "processed"),
+                                                                   expected[1])

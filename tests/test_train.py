@@ -59,7 +59,9 @@ class RecordBatches(L.Callback):
         self.rows: dict[int, list[tuple[int, ...]]] = {}
 
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        self.rows[trainer.global_step] = [tuple(row) for row in batch[0].tolist()]
+        for i, x in enumerate(batch[0].tolist()):  # a batch stacks the batches of trainer.inner_steps steps
+            if trainer.global_step + i < trainer.max_steps:  # the run's last batch may hold steps it never takes
+                self.rows[trainer.global_step + i] = [tuple(row) for row in x]
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +142,39 @@ def test_resume_after_a_stop_equals_an_uninterrupted_run(finished, cache_dir, tm
     assert resumed.metrics["final_val_loss"] == finished[0].metrics["final_val_loss"]
     rows = (run_dir / "metrics.csv").read_text().splitlines()
     assert len(rows) == len((finished[1] / "metrics.csv").read_text().splitlines())  # no rows lost or doubled
+
+
+class InterruptBeforeStep(L.Callback):
+    """Ctrl-C as optimizer step `step` is about to be taken: inside a batch of several steps (trainer.inner_steps)."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        if trainer.global_step == self.step:
+            raise KeyboardInterrupt
+
+
+def test_ctrl_c_inside_a_batch_of_steps_saves_that_step_and_the_rerun_equals_an_uninterrupted_run(
+        finished, cache_dir, tmp_path):
+    run_dir = tmp_path / "ctrl-c"
+    with pytest.raises(KeyboardInterrupt):
+        train(micro(cache_dir, run_dir), callbacks=[InterruptBeforeStep(23)])  # batches of 5 steps: 20-24
+    resumed = train(micro(cache_dir, run_dir))
+    assert resumed.resumed_from_step == 23 and resumed.status == "finished"
+    assert resumed.curve == finished[0].curve  # validated at steps 30 and 40 again, bit for bit
+
+
+def test_batches_of_several_steps_train_as_one_step_a_batch_does(cache_dir, tmp_path):
+    # 37 steps: the last batch of 5 (trainer.inner_steps at MICRO's log_every) is cut short at 35-36, and validation
+    # still happens at multiples of val_every only, then at the end.
+    one, five = (train(micro(cache_dir, tmp_path / f"k{k}", "trainer.max_steps=37", f"trainer.inner_steps={k}"))
+                 for k in (1, 5))
+    assert [point["step"] for point in five.curve] == [0, 10, 20, 30, 37]
+    assert five.curve == one.curve and five.val_windows == one.val_windows
+    assert five.metrics["final_train_loss"] == one.metrics["final_train_loss"]
+    assert (tmp_path / "k1" / "metrics.csv").read_text().count("\n") == \
+        (tmp_path / "k5" / "metrics.csv").read_text().count("\n")
 
 
 class StopInFinalValidation(L.Callback):
@@ -337,8 +372,10 @@ import lightning as L
 class _Hook(L.Callback):
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         with open(os.environ["FFNBENCH_TEST_BATCHES"], "a") as f:
-            f.write(json.dumps({"rank": trainer.global_rank, "step": trainer.global_step,
-                                "rows": batch[0].tolist()}) + "\\n")
+            for i, x in enumerate(batch[0].tolist()):  # the batches of trainer.inner_steps steps, stacked
+                if trainer.global_step + i < trainer.max_steps:
+                    f.write(json.dumps({"rank": trainer.global_rank, "step": trainer.global_step + i,
+                                        "rows": x}) + "\\n")
 """
 
 

@@ -67,18 +67,31 @@ def pipeline_overrides(session: BenchSession, model: str, batch_size: int | None
     ]
 
 
+def inner_steps(cfg: DictConfig) -> int:
+    """Optimizer steps per Lightning batch in a run of `cfg` (trainer.inner_steps as train() resolves it): a hook at a
+    batch's end sees only every so many steps, so the benchmarks time stretches of whole batches (whole_batches)."""
+    from ffnbench.config import trainer_config
+
+    return trainer_config(cfg.trainer).steps_per_batch()
+
+
+def whole_batches(steps: int, k: int) -> int:
+    """`steps` rounded up to a multiple of `k` (inner_steps)."""
+    return -(-steps // k) * k
+
+
 def _step_clock(device: torch.device, first: int, last: int):
     import lightning as L
 
     class StepClock(L.Callback):
-        """perf_counter at the end of optimizer steps `first` and `last` (device synchronized there only). A benchmark
-        run is always a fresh one, so the step is batch_idx + 1: the clock costs no more per step than it must."""
+        """perf_counter at the end of optimizer steps `first` and `last`, each the end of a batch (device synchronized
+        there only)."""
 
         def __init__(self) -> None:
             self.times: dict[int, float] = {}
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            step = batch_idx + 1
+            step = trainer.global_step
             if step in (first, last):
                 sync(device)
                 self.times[step] = time.perf_counter()
@@ -96,12 +109,15 @@ _RUN_NUMBERS = itertools.count()
 
 class Pipeline:
     """One repetition = one `ffnbench.train.train(cfg)` call, exactly as a user's run (same Trainer, module,
-    callbacks, loggers, data module), timed from the end of step `warmup` to the end of step `warmup + steps`.
-    Returns tokens/s; `last_result` is the last run's record, `monitor_readings` what its ThroughputMonitor said."""
+    callbacks, loggers, data module), timed from the end of step `warmup` to the end of step `warmup + steps`, both
+    rounded up to whole batches (inner_steps). Returns tokens/s; `last_result` is the last run's record,
+    `monitor_readings` what its ThroughputMonitor said."""
 
     def __init__(self, session: BenchSession, overrides: list[str], warmup: int, steps: int):
         from ffnbench.config import compose
 
+        k = inner_steps(compose([*overrides, f"trainer.max_steps={max(1, warmup + steps)}"]))
+        warmup, steps = whole_batches(warmup, k), whole_batches(steps, k)
         self.session, self.overrides, self.warmup, self.steps = session, overrides, warmup, steps
         self.cfg = compose([*overrides, f"trainer.max_steps={warmup + steps}", f"run_dir={session.work / 'unused'}"])
         self.batch_size, self.seq_len = int(self.cfg.data.batch_size), int(self.cfg.model.seq_len)
@@ -126,56 +142,62 @@ class Pipeline:
 
 
 class Alternation:
-    """The pipeline and the hand loop timed side by side inside one `train()` run, as a Lightning callback: after
-    `warmup` steps, `windows` rounds of [the hand loop: `settle` untimed then `window` timed steps, run inside this
-    hook between two pipeline steps] then [the pipeline: `settle` untimed then `window` timed steps]. The two windows
-    of a round are a fraction of a second apart, so whatever else loads the machine hits both alike, and their
-    ratio is paired; `settle` steps let each warm its caches again after the switch. A benchmark run is always a
-    fresh one, so the pipeline's step is batch_idx + 1: the hook costs the pipeline a few comparisons a step.
+    """The pipeline and the hand loop timed side by side inside one `train()` run, a batch at a time, as a Lightning
+    callback: after `warmup` steps of each, every batch of the pipeline (`k` steps, trainer.inner_steps; timed from
+    the end of this hook's previous call to the start of this one, so it holds all of Lightning's work for the
+    batch) is followed by `k` timed steps of the hand loop, run inside the hook. The two take turns every few
+    milliseconds, so whatever else loads the machine, slow drift or a burst, hits both alike; each of the `windows`
+    windows sums `window` steps of each (window / k turns), and the ratio of a window's two sums is paired.
 
     Args:
         loop: the hand loop (its own model, optimizer and batches); it takes as many steps as the pipeline.
         warmup: steps of each before the first window (compile, caches, the allocator).
-        window: timed steps per window.
-        windows: rounds.
-        settle: untimed steps of each contender after every switch.
+        window: timed steps of each per window (a multiple of k).
+        windows: windows.
+        k: the pipeline's steps per batch (its inner_steps), and the hand loop's steps per turn.
     """
 
-    def __init__(self, loop: HandLoop, warmup: int, window: int, windows: int, settle: int = 1):
+    def __init__(self, loop: HandLoop, warmup: int, window: int, windows: int, k: int = 1):
         import lightning as L
 
+        if warmup % k or window % k or window <= 0:
+            raise ValueError(f"warm-up {warmup} and window {window} must be positive multiples of the batch, {k} steps")
         self.loop, self.device = loop, loop.device
-        self.warmup, self.window, self.windows, self.settle = warmup, window, windows, settle
-        self.total_steps = warmup + windows * (settle + window)
+        self.warmup, self.window, self.windows, self.k = warmup, window, windows, k
+        self.total_steps = warmup + windows * window
         self.hand_s: list[float] = []  # seconds per step, one per window
         self.pipeline_s: list[float] = []
-        hand_at = {warmup + k * (settle + window) for k in range(windows)}  # after these pipeline steps
-        start_at = {step + settle for step in hand_at}
+        self._sums = [0.0, 0.0, 0]  # this window's pipeline seconds, hand-loop seconds, steps
+        self._t: float | None = None  # when the pipeline's current batch started
         outer = self
 
         class Hook(L.Callback):
             def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-                step = batch_idx + 1
-                if step in start_at:
-                    sync(outer.device)
-                    outer._start = time.perf_counter()
-                elif step in hand_at or step == outer.total_steps:
-                    outer._switch(step, step in hand_at)
+                outer._turn(trainer.global_step)
 
         self.callback = Hook()
-        self._start: float | None = None
         self.result: RunResult | None = None  # the run's record and config, once alternate() has run it
         self.cfg: DictConfig | None = None
 
-    def _switch(self, step: int, hand_window: bool) -> None:
-        if self._start is not None:  # the end of a pipeline window
-            sync(self.device)
-            self.pipeline_s.append((time.perf_counter() - self._start) / self.window)
-            self._start = None
-        if hand_window:
-            for _ in range(self.settle + (self.warmup if not self.hand_s else 0)):
+    def _turn(self, step: int) -> None:
+        """At the end of the pipeline's batch that ended at `step`: book it, then the hand loop's turn."""
+        if step < self.warmup:
+            return
+        sync(self.device)
+        now = time.perf_counter()
+        if self._t is None:  # the warm-up's end: the hand loop's warm-up too, untimed
+            for _ in range(self.warmup):
                 self.loop.step()
-            self.hand_s.append(time_call(self.loop.step, self.device, inner=self.window))
+        else:
+            self._sums[0] += now - self._t
+            self._sums[1] += self.k * time_call(self.loop.step, self.device, inner=self.k)
+            self._sums[2] += self.k
+            if self._sums[2] == self.window:
+                self.pipeline_s.append(self._sums[0] / self.window)
+                self.hand_s.append(self._sums[1] / self.window)
+                self._sums = [0.0, 0.0, 0]
+        sync(self.device)
+        self._t = time.perf_counter()
 
     def tokens_per_s(self) -> dict[str, list[float]]:
         """Tokens/s of each contender, window by window (round k of each list is one pair)."""
@@ -186,25 +208,27 @@ class Alternation:
         return {"hand": [tps / s for s in self.hand_s], "pipeline": [tps / s for s in self.pipeline_s]}
 
 
-def alternate(session: BenchSession, overrides: list[str], warmup: int, window: int, windows: int,
-              settle: int = 1) -> Alternation:
+def alternate(session: BenchSession, overrides: list[str], warmup: int, window: int, windows: int) -> Alternation:
     """One `train()` run of `overrides` with the hand loop alternating inside it: the Alternation, done, with the
     run's record (`result`) and composed config (`cfg`) attached. The hand loop compiles as the config says
-    (trainer.compile, trainer.compile_mode).
+    (trainer.compile, trainer.compile_mode). `warmup` and `window` are rounded up to whole batches of the run
+    (inner_steps), as the Alternation records them.
 
     Args:
         session: the device; the run's directory goes under its work folder.
         overrides: the user's command (pipeline_overrides), plus any trainer options under test, e.g.
             `trainer.compile_mode=reduce-overhead`.
-        warmup, window, windows, settle: as Alternation takes them.
+        warmup, window, windows: as Alternation takes them.
     """
     from ffnbench.config import compose
 
-    steps = warmup + windows * (settle + window)
+    k = inner_steps(compose([*overrides, "trainer.max_steps=1"]))
+    warmup, window = whole_batches(warmup, k), whole_batches(window, k)
+    steps = warmup + windows * window
     run_dir = session.work / "runs" / f"alternate-{next(_RUN_NUMBERS)}"  # always a fresh run, never a resume
     cfg = compose([*overrides, f"trainer.max_steps={steps}", f"run_dir={run_dir}"])
     loop = HandLoop(session, cfg, compile=bool(cfg.trainer.compile), compile_mode=str(cfg.trainer.compile_mode))
-    alternation = Alternation(loop, warmup, window, windows, settle)
+    alternation = Alternation(loop, warmup, window, windows, k)
     with _quiet():
         result = run_train(cfg, [alternation.callback])
     if result.status != "finished" or result.resumed_from_step is not None:

@@ -108,7 +108,7 @@ def dynamo_watch(warmup_steps: int):
             self.snapshots["start"] = dynamo_snapshot()
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            if trainer.global_step == warmup_steps:
+            if trainer.global_step >= warmup_steps and "warm" not in self.snapshots:  # at a batch's end
                 self.snapshots["warm"] = dynamo_snapshot()
 
         def on_train_end(self, trainer, pl_module) -> None:

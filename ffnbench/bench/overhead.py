@@ -20,7 +20,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from ffnbench.bench.contenders import HandLoop, _quiet, alternate, data_batches, pipeline_overrides, run_train
+from ffnbench.bench.contenders import (
+    HandLoop,
+    _quiet,
+    alternate,
+    data_batches,
+    inner_steps,
+    pipeline_overrides,
+    run_train,
+    whole_batches,
+)
 from ffnbench.bench.session import GOALS, BenchSession
 from ffnbench.bench.timing import interleaved, load_snapshot, paired_ratios, quartiles, time_call
 from ffnbench.throughput import sync
@@ -143,7 +152,7 @@ def compare(session: BenchSession, model: str, options: Sequence[str] = (), gpu_
     row: dict[str, Any] = {
         "model": model, "gpu_sized": gpu_sized, "options": list(options),
         "batch_size": int(cfg.data.batch_size), "seq_len": int(cfg.model.seq_len), "tokens_per_step": tps,
-        "warmup_steps": warmup, "window_steps": window, "windows": windows, "settle_steps": 1,
+        "warmup_steps": run.warmup, "window_steps": run.window, "windows": windows, "turn_steps": run.k,
         "hand_ms_per_step": quartiles([1e3 * tps / x for x in results["hand"]]),
         "hand_tokens_per_s": hand, "pipeline_tokens_per_s": pipe, "ratio": ratio,
         "ratio_iqr_share": ratio["iqr"] / ratio["median"],
@@ -215,8 +224,9 @@ def profile(session: BenchSession, model: str, steps: int, top: int = 12,
 
     from ffnbench.config import compose
 
-    warmup = max(5, steps // 10)
     overrides = pipeline_overrides(session, model, batch)  # batch: the GPU-sized row's (None: the user's)
+    k = inner_steps(compose([*overrides, "trainer.max_steps=1"]))  # the profile starts and stops at a batch's end
+    warmup, steps = whole_batches(max(5, steps // 10), k), whole_batches(steps, k)
     cfg = compose([*overrides, f"trainer.max_steps={warmup + steps}", f"run_dir={session.work / 'profile'}"])
 
     class Window(L.Callback):
@@ -224,9 +234,9 @@ def profile(session: BenchSession, model: str, steps: int, top: int = 12,
             self.profile = cProfile.Profile()
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            if batch_idx + 1 == warmup:
+            if trainer.global_step == warmup:
                 self.profile.enable()
-            elif batch_idx + 1 == warmup + steps:
+            elif trainer.global_step == warmup + steps:
                 self.profile.disable()
 
     window = Window()
@@ -344,16 +354,16 @@ def lightning_floor(session: BenchSession, steps: int, reps: int = 3) -> dict[st
 
 def _notes(session: BenchSession, rows: list[dict], measured: dict[str, float], prof: dict | None,
            floor: dict | None) -> list[str]:
-    s = session.sizes
     low, high = GPU_SIZED_MS
     gpu_row = next(r for r in rows if r["gpu_sized"])
     chosen = f"{gpu_row['model']} at batch {gpu_row['batch_size']}"
     notes = [
-        "ratio = pipeline ÷ hand loop, window by window: the two are timed alternately inside one train() run (the "
-        "hand loop runs inside a callback between two pipeline steps), so each pair is measured a fraction of a "
-        "second apart and the machine's other load hits both alike; median ± IQR/2 over the windows (" +
-        ", ".join(f"{m} {w} warm-up + {n} windows × (1 settling + {k} timed steps)"
-                  for m, (w, k, n) in s.overhead_steps.items() if any(r["model"] == m for r in rows)) +
+        "ratio = pipeline ÷ hand loop, window by window: the two take turns inside one train() run, a pipeline batch "
+        "(trainer.inner_steps steps) then as many hand-loop steps (run inside a callback at the batch's end), so "
+        "whatever else loads the machine hits both alike; a window sums its turns' times; median ± IQR/2 over the "
+        "windows (" +
+        ", ".join(f"{r['model']} {r['warmup_steps']} warm-up + {r['windows']} windows × {r['window_steps']} steps "
+                  f"in turns of {r['turn_steps']}" for r in rows) +
         "); extra ms/step = the pipeline's time per step minus the hand loop's (medians)",
         "GPU-sized step: the hand-loop steps measured here were " +
         ", ".join(f"{m} {ms:.3g} ms" for m, ms in measured.items()) +

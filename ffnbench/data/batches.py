@@ -94,24 +94,31 @@ class TokenWindows:
 
 class TrainBatches(torch.utils.data.IterableDataset):
     """The endless stream of training batches from batch number `start` on; this rank's contiguous slice of each
-    global batch, in page-locked memory with `pin` (for a GPU: only a copy from pinned memory is asynchronous)."""
+    global batch, in page-locked memory with `pin` (for a GPU: only a copy from pinned memory is asynchronous).
+
+    With `group` > 1 each item holds the batches of up to `group` consecutive optimizer steps, stacked ([k, local
+    batch, seq_len] each), cut at multiples of `group` (steps 0…group−1, group…2·group−1, ...; a stream that starts
+    mid-group, as a run resumed from an interrupted step does, first finishes that group): the training module takes
+    one optimizer step per batch in the stack (trainer.inner_steps)."""
 
     def __init__(self, windows: TokenWindows, seed: int, batch_size: int, world_size: int = 1, rank: int = 0,
-                 start: int = 0, pin: bool = False):
+                 start: int = 0, pin: bool = False, group: int = 1):
         self.windows, self.seed, self.batch_size, self.start = windows, seed, batch_size, start
         self.local = batch_size // world_size
-        self.rank, self.pin = rank, pin
+        self.rank, self.pin, self.group = rank, pin, group
 
     def batch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         offsets = window_offsets(self.seed, i, self.batch_size, len(self.windows.tokens), self.windows.seq_len)
         return self.windows(offsets[self.rank * self.local:(self.rank + 1) * self.local])
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def __iter__(self) -> Iterator[list[torch.Tensor]]:
         i = self.start
         while True:
-            x, y = self.batch(i)
-            yield (x.pin_memory(), y.pin_memory()) if self.pin else (x, y)
-            i += 1
+            end = (i // self.group + 1) * self.group
+            xs, ys = zip(*(self.batch(j) for j in range(i, end)), strict=True)
+            x, y = torch.stack(xs), torch.stack(ys)
+            yield [x.pin_memory(), y.pin_memory()] if self.pin else [x, y]
+            i = end
 
 
 class ValBatches(torch.utils.data.Dataset):

@@ -27,10 +27,12 @@ class LMDataModule(L.LightningDataModule):
 
     Construction checks the config (ConfigError naming the field); prepare_data() builds the token cache (once per
     node); setup() checks that the windows fit the corpus, then memory-maps it. Then: `vocab_size`,
-    `train_tokens` / `val_tokens` (memmaps), `val_bytes_per_token`, `info`, and the two dataloaders."""
+    `train_tokens` / `val_tokens` (memmaps), `val_bytes_per_token`, `info`, and the two dataloaders. A training
+    batch holds the batches of `inner_steps` optimizer steps, stacked (batches.TrainBatches)."""
 
-    def __init__(self, data_cfg: DataConfig | Mapping | DictConfig, seq_len: int, seed: int):
+    def __init__(self, data_cfg: DataConfig | Mapping | DictConfig, seq_len: int, seed: int, inner_steps: int = 1):
         super().__init__()
+        self.inner_steps = int(inner_steps)  # optimizer steps per training batch (trainer.inner_steps, resolved)
         self.config = data_config(data_cfg)
         check_windows(self.config, seq_len)
         self.seq_len, self.seed = int(seq_len), int(seed)
@@ -125,15 +127,15 @@ class LMDataModule(L.LightningDataModule):
         return TokenWindows(tokens, self.seq_len)
 
     def train_dataloader(self) -> TrainBatches:
-        """Endless batches, starting where a resumed trainer left off. The stream itself, not a DataLoader around
+        """Endless batches, from the step a resumed trainer left off at. The stream itself, not a DataLoader around
         it: a batch is made in the training process anyway (a few index operations on the memory-mapped tokens),
         and a DataLoader would add its bookkeeping and a profiler record to every step."""
         world, rank = self._world()
         self.local_batch_size()
         trainer = self.trainer
-        start = int(trainer.global_step) * int(trainer.accumulate_grad_batches) if trainer is not None else 0
+        start = int(trainer.global_step) if trainer is not None else 0
         return TrainBatches(self._windows(self.train_tokens), self.seed, self.batch_size, world, rank, start,
-                            pin=self._pin_memory())
+                            pin=self._pin_memory(), group=self.inner_steps)
 
     def val_dataloader(self) -> torch.utils.data.DataLoader:
         """This rank's contiguous share of the fixed validation windows, in order; with `final`, then its share of
