@@ -163,8 +163,8 @@ STEP_TIMES_ENV = "FFNBENCH_STEP_TIMES"
 class StepTimes(L.Callback):
     """When the environment variable FFNBENCH_STEP_TIMES names a file (the startup benchmark of ffnbench.bench
     sets it), train() appends JSON lines {"event", "time"} to it: when train() starts (imports and config done),
-    when the data is ready, and when the first training step starts and ends. Without the variable this callback
-    is never created, so a normal run pays nothing for it."""
+    when the data is ready, and when the first training step starts and ends (its optimizer step taken). Without the
+    variable this callback is never created, so a normal run pays nothing for it."""
 
     def __init__(self, path: str):
         self.path = path
@@ -183,6 +183,11 @@ class StepTimes(L.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self.mark("first_step_start")
+        if "first_step_end" not in self.seen and not getattr(self, "_hook", None):
+            # A batch holds several optimizer steps (trainer.inner_steps): the first one ends when the optimizer has
+            # taken it, which torch's step post-hook sees.
+            def first_step_end(optimizer, args, kwargs) -> None:
+                self.mark("first_step_end")
+                self._hook.remove()
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.mark("first_step_end")
+            self._hook = trainer.optimizers[0].register_step_post_hook(first_step_end)

@@ -382,11 +382,12 @@ def test_hand_loop_trains_exactly_what_the_pipeline_trains(tmp_path):
     """Same model, batches, AdamW, schedule and clipping: the hand loop's loss at the last step equals, bit for bit,
     the one the pipeline's train() records."""
     session = _quick_session(tmp_path)
-    pipeline = Pipeline(session, pipeline_overrides(session, "micro"), 2, 3)
+    pipeline = Pipeline(session, pipeline_overrides(session, "micro"), 2, 13)
+    assert (pipeline.warmup, pipeline.steps) == (10, 20)  # whole batches of trainer.inner_steps (10)
     assert pipeline() > 0
-    assert pipeline.last_result.steps == 5
+    assert pipeline.last_result.steps == 30
     loop = HandLoop(session, pipeline.cfg)
-    for _ in range(5):
+    for _ in range(30):
         loop.step()
     assert loop.loss.item() == pipeline.last_result.metrics["final_train_loss"]
 

@@ -5,6 +5,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import torch
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ffnbench.callbacks import (
@@ -133,11 +134,18 @@ def test_step_times_only_with_the_variable(tmp_path, monkeypatch):
     monkeypatch.setenv(STEP_TIMES_ENV, str(log))
     times = StepTimes.from_env()
     times.mark("train_start")
-    for _ in range(3):
-        times.on_train_batch_start(None, None, None, 0)
-        times.on_train_batch_end(None, None, None, None, 0)
-    events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
-    assert events == ["train_start", "first_step_start", "first_step_end"]  # each once
+    weight = torch.nn.Parameter(torch.ones(1))
+    trainer = SimpleNamespace(optimizers=[torch.optim.SGD([weight], lr=0.1)])
+    events = lambda: [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    for batch in range(3):  # batches of two optimizer steps each
+        times.on_train_batch_start(trainer, None, None, 0)
+        if batch == 0:
+            assert events() == ["train_start", "first_step_start"]  # the first step has not ended yet
+        for _ in range(2):
+            weight.grad = torch.ones(1)
+            trainer.optimizers[0].step()
+        times.on_train_batch_end(trainer, None, None, None, 0)
+    assert events() == ["train_start", "first_step_start", "first_step_end"]  # each once, the end after a step
     monkeypatch.setenv("RANK", "1")
     assert StepTimes.from_env() is None  # rank 0 alone writes
 

@@ -91,7 +91,8 @@ def one_optimizer_step(precision, grad_clip):
     module = LMModule(cfg, OptimConfig(lr=1e-3, warmup_steps=0, grad_clip=grad_clip), seed=0, total_steps=1,
                       tokens_per_step=4 * 16)
     x = torch.randint(0, 64, (4, 17), generator=torch.Generator().manual_seed(0))
-    batches = [[x[None, :, :-1], x[None, :, 1:]]]  # one batch of one step (a stack of one: data.TrainBatches)
+    # one batch of one step (a stack of one, as data.TrainBatches makes it)
+    batches = torch.utils.data.DataLoader([(x[None, :, :-1], x[None, :, 1:])], batch_size=None)
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
                         **precision)

@@ -70,7 +70,7 @@ def measure(session: BenchSession) -> dict[str, Any]:
         cfg = pipeline.cfg
         mcfg = model_config(cfg, vocab_size_for(cfg.data))
         flops = count_flops(mcfg)
-        trials: dict[str, Callable[[], float]] = {"hand": hand_trial(session, cfg, warmup, steps),
+        trials: dict[str, Callable[[], float]] = {"hand": hand_trial(session, cfg, pipeline.warmup, pipeline.steps),
                                                   "pipeline": pipeline}
         if not session.gpu:
             trials["probe"] = lambda: measure_cpu_peak_flops(seconds=0.3 if session.quick else 1.0)

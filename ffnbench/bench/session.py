@@ -49,9 +49,9 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
     """The sizes of a run: `quick` (seconds, for the tests), or the full ones for a GPU or a CPU."""
     if quick:
         return Sizes(
-            overhead_models=(), overhead_gpu_sized=("micro",), overhead_steps={"micro": (2, 2, 2)},
-            overhead_batch={}, overhead_reps=2, overhead_profile_steps=4, overhead_floor_steps=20,
-            mfu_models=(("micro", 8),), mfu_steps={"micro": (2, 3)}, mfu_reps=2,
+            overhead_models=(), overhead_gpu_sized=("micro",), overhead_steps={"micro": (10, 10, 2)},
+            overhead_batch={}, overhead_reps=2, overhead_profile_steps=10, overhead_floor_steps=20,
+            mfu_models=(("micro", 8),), mfu_steps={"micro": (10, 10)}, mfu_reps=2,
             variant_model="micro", variant_batch=4, variants=("gelu", "swiglu"), variant_compile=("gelu",),
             variant_layer_inner=2, variant_step_inner=1, variant_reps=2,
             align_d_model=64, align_tokens=64, align_inner=2, align_reps=3,
@@ -62,7 +62,7 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
             overhead_models=("tiny", "small"), overhead_gpu_sized=("micro", "tiny", "small"),
             overhead_steps={"micro": (30, 100, 30), "tiny": (30, 100, 30), "small": (20, 50, 20)}, overhead_batch={},
             overhead_reps=5, overhead_profile_steps=200, overhead_floor_steps=1000,
-            mfu_models=(("tiny", 32), ("small", 32)), mfu_steps={"tiny": (15, 100), "small": (10, 50)}, mfu_reps=5,
+            mfu_models=(("tiny", 32), ("small", 32)), mfu_steps={"tiny": (20, 100), "small": (10, 50)}, mfu_reps=5,
             variant_model="small", variant_batch=32, variants=None, variant_compile=True,
             variant_layer_inner=50, variant_step_inner=10, variant_reps=7,
             align_d_model=256, align_tokens=65536, align_inner=50, align_reps=15,
@@ -71,10 +71,12 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
     return Sizes(
         # small at the MFU benchmark's batch of 4: at 32 a CPU step takes tens of seconds
         overhead_models=("tiny", "small"), overhead_gpu_sized=("micro", "tiny", "small"),
-        # windows of ~0.5 s or more: shorter ones let the scheduler's noise into the per-window ratio (IQR > 10%)
-        overhead_steps={"micro": (20, 100, 40), "tiny": (4, 8, 12), "small": (2, 2, 6)}, overhead_batch={"small": 4},
+        # windows of ~0.5 s or more, made of turns of a pipeline batch each (trainer.inner_steps: 10 at the defaults;
+        # the overhead rounds step counts up to whole batches, so these are multiples of it)
+        overhead_steps={"micro": (20, 100, 40), "tiny": (10, 10, 10), "small": (10, 10, 5)},
+        overhead_batch={"small": 4},
         overhead_reps=6, overhead_profile_steps=200, overhead_floor_steps=1000,
-        mfu_models=(("tiny", 32), ("small", 4)), mfu_steps={"tiny": (4, 16), "small": (3, 6)}, mfu_reps=3,
+        mfu_models=(("tiny", 32), ("small", 4)), mfu_steps={"tiny": (10, 20), "small": (10, 10)}, mfu_reps=3,
         variant_model="tiny", variant_batch=32, variants=None, variant_compile=True,
         variant_layer_inner=4, variant_step_inner=2, variant_reps=5,
         align_d_model=256, align_tokens=2048, align_inner=4, align_reps=9,
