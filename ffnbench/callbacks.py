@@ -40,6 +40,8 @@ class PeriodicCheckpoint(L.Callback):
     def save(self, trainer: L.Trainer) -> None:
         if trainer.global_step == self.saved_step:
             return
+        for logger in trainer.loggers:  # the rows up to this step on disk first (metrics.csv: loggers.log_row)
+            logger.save()
         tmp = self.path.with_suffix(".ckpt.tmp")
         trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
         if trainer.is_global_zero:

@@ -95,10 +95,12 @@ class RunCSVLogger(CSVLogger):
 
 def log_row(trainer, metrics: Mapping[str, Any], step: int) -> None:
     """One row of training metrics to every logger of the run, at `step`, as Lightning's logger connector writes its
-    own rows (numbers, the epoch added, each logger saved), without going through `LightningModule.log`: that costs
-    a deep copy of the metric's state per call, hundreds of microseconds, and keeps the values in a collection that
-    Lightning then walks after every step, logged or not. Tensors become numbers here: on a GPU, the logging step's
-    host sync.
+    own rows (numbers, the epoch added), without going through `LightningModule.log`: that costs a deep copy of the
+    metric's state per call, hundreds of microseconds, and keeps the values in a collection that Lightning then walks
+    after every step, logged or not. Tensors become numbers here: on a GPU, the logging step's host sync. Unlike
+    Lightning's connector it does not save the loggers after each row (metrics.csv would be appended to every logging
+    step): the CSV logger writes its rows every 100 steps by itself, and every checkpoint (callbacks.PeriodicCheckpoint)
+    and the run's end save them all, so a resumed run's file holds every row up to its checkpoint.
 
     Args:
         trainer: the Lightning Trainer; its loggers and current epoch.
@@ -109,7 +111,6 @@ def log_row(trainer, metrics: Mapping[str, Any], step: int) -> None:
     row.setdefault("epoch", trainer.current_epoch)
     for logger in trainer.loggers:
         logger.log_metrics(row, step=step)
-        logger.save()
 
 
 def make_loggers(lcfg: Mapping, run_dir: Path, config: dict, spec: FFNSpec, resumed_from: int | None,

@@ -27,6 +27,8 @@ class FakeTrainer:
         self.state = SimpleNamespace(fn="fit")
         self.strategy = SimpleNamespace(barrier=lambda name: None)
         self.saves: list[int] = []
+        self.logger_saves: list[int] = []  # the steps the loggers were saved at (their rows written to disk)
+        self.loggers = [SimpleNamespace(save=lambda: self.logger_saves.append(self.global_step))]
 
     def save_checkpoint(self, path, weights_only=False):
         self.saves.append(self.global_step)
@@ -49,6 +51,7 @@ def test_every_n_steps_after_the_validation_of_that_step_and_at_the_end(tmp_path
     trainer = FakeTrainer()
     drive(PeriodicCheckpoint(path, every=4, val_every=6), trainer, steps=14, val_every=6)
     assert trainer.saves == [4, 8, 12, 14]  # 12 is saved once, after its validation
+    assert trainer.logger_saves == trainer.saves  # metrics.csv holds every row up to each checkpoint
     assert path.read_text() == "14" and sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]
 
 
