@@ -49,9 +49,9 @@ def check_sizes(quick: bool) -> Sizes:
         return sizes_for(True, True)
     full = sizes_for(False, True)
     return dataclasses.replace(
-        full, overhead_models=("small",), overhead_steps={**full.overhead_steps, "small": (15, 50, 12)},
+        full, overhead_models=("small",), overhead_steps={**full.overhead_steps, "small": (20, 50, 12)},
         overhead_reps=3,
-        mfu_models=(("small", 32), ("base", 8)), mfu_steps={"small": (15, 100), "base": (10, 40)}, mfu_reps=2,
+        mfu_models=(("small", 32), ("base", 8)), mfu_steps={"small": (20, 100), "base": (10, 40)}, mfu_reps=2,
         align_reps=9)
 
 

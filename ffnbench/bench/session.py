@@ -72,8 +72,9 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
         # small at the MFU benchmark's batch of 4: at 32 a CPU step takes tens of seconds
         overhead_models=("tiny", "small"), overhead_gpu_sized=("micro", "tiny", "small"),
         # windows of ~0.5 s or more, made of turns of a pipeline batch each (trainer.inner_steps: 10 at the defaults;
-        # the overhead rounds step counts up to whole batches, so these are multiples of it)
-        overhead_steps={"micro": (20, 100, 40), "tiny": (10, 10, 10), "small": (10, 10, 5)},
+        # the overhead rounds step counts up to whole batches, so these are multiples of it); tiny and small take one
+        # turn a window, seconds long, whose ratio still varies by ±10% here: 20 and 8 windows narrow their median
+        overhead_steps={"micro": (20, 100, 40), "tiny": (10, 10, 20), "small": (10, 10, 8)},
         overhead_batch={"small": 4},
         overhead_reps=6, overhead_profile_steps=200, overhead_floor_steps=1000,
         mfu_models=(("tiny", 32), ("small", 4)), mfu_steps={"tiny": (10, 20), "small": (10, 10)}, mfu_reps=3,
