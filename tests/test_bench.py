@@ -196,6 +196,7 @@ def test_quick_run_prints_five_tables_and_writes_five_files(quick_run):
         assert data["machine"]["torch"] == torch.__version__
         argv = f"--quick --out {folder.parent} --label test-cpu --device cpu"
         assert data["command"] == f"python -m ffnbench.bench {argv}"
+        assert set(data["git"]) == {"revision", "dirty"}  # the code measured
         assert isinstance(data["settings"], dict) and data["rows"]
         assert set(data["load"]) == {"before", "after", "during"}
 

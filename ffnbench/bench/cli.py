@@ -41,6 +41,7 @@ from ffnbench.bench.timing import LoadMeter, load_snapshot
 from ffnbench.cli import user_errors_exit
 from ffnbench.errors import ConfigError
 from ffnbench.hardware import resolve_accelerator, torch_device
+from ffnbench.records import git_revision
 
 BENCHMARKS = {1: "overhead", 2: "mfu", 3: "variants", 4: "alignment", 5: "startup"}
 MEASURE: dict[str, Callable[[BenchSession], dict[str, Any]]] = {
@@ -145,7 +146,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     out = Path(args.out).expanduser() / label
     if device.type == "cuda":
         torch.set_float32_matmul_precision("high")  # as train() does on a GPU (the machine block records it)
-    header = {"machine": machine(label, accelerator), "command": shlex.join(["python", "-m", "ffnbench.bench", *argv])}
+    header = {"machine": machine(label, accelerator), "command": shlex.join(["python", "-m", "ffnbench.bench", *argv]),
+              "git": git_revision()}  # the code measured: its commit, and whether it had uncommitted changes
     started = time.perf_counter()
     m = header["machine"]
     print(f"ffnbench bench: {', '.join(names)} on {m.get('gpu') or m['cpu']} ({m['cpu_count']} cores, "

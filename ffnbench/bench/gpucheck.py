@@ -36,6 +36,7 @@ from ffnbench.cli import user_errors_exit
 from ffnbench.config import TrainerConfig
 from ffnbench.errors import ConfigError
 from ffnbench.hardware import nvidia_driver_version, resolve_hardware, resolve_precision, why_no_cuda
+from ffnbench.records import git_revision
 
 TIME_BUDGET_S = 480  # what the sizes below aim at on one datacenter GPU; the record says what it took
 TRAIN_MODELS = ("small", "base")
@@ -253,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     for g in sw["gpus"]:
         print(f"  GPU {g['index']}: {g['name']} (compute capability {g['capability']}, {g['memory_gib']} GiB)")
     header = {"machine": machine(label, "gpu"), "command": shlex.join(["python", "-m", "ffnbench.bench.gpucheck",
-                                                                        *argv])}
+                                                                        *argv]),
+              "git": git_revision()}
     steps = 60 if args.quick else TRAIN_STEPS
     warmup = 10 if args.quick else WARMUP_STEPS
     checks: list[dict[str, Any]] = []
