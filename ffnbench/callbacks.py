@@ -64,11 +64,28 @@ class PeriodicCheckpoint(L.Callback):
 
     def on_exception(self, trainer, pl_module, exception) -> None:
         # SIGTERM (a scheduler's pre-emption or time limit; PreemptionSignal turns submitit's signal into it): Lightning
-        # stops every rank at the end of the same step (after that step's validation) and raises SIGTERMException
+        # stops every rank at the end of the same batch (after its validation) and raises SIGTERMException
         # there, so all ranks save that step together. Stopped inside a validation, the previous checkpoint stays.
+        # Ctrl-C lands anywhere, also inside a step's update: only a model, optimizer and schedule that all stand at
+        # trainer.global_step are saved (else the previous checkpoint stays, and the rerun resumes from it).
         sigterm = isinstance(exception, SIGTERMException) and trainer.training
-        if sigterm or (isinstance(exception, KeyboardInterrupt) and trainer.world_size == 1):
+        ctrl_c = isinstance(exception, KeyboardInterrupt) and trainer.world_size == 1 and _between_steps(trainer)
+        if sigterm or ctrl_c:
             self.save(trainer)
+
+
+def _between_steps(trainer: L.Trainer) -> bool:
+    """Whether the learning-rate schedules and the optimizers' own step counts agree with trainer.global_step (the
+    optimizers' only without a loss scaler: fp16 skips the update of a step whose gradient overflowed)."""
+    step = trainer.global_step
+    if any(config.scheduler.last_epoch != step for config in trainer.lr_scheduler_configs):
+        return False
+    if getattr(trainer.precision_plugin, "scaler", None) is None:
+        for optimizer in trainer.optimizers:
+            state = next(iter(optimizer.state.values()), {})
+            if "step" in state and int(state["step"]) != step:
+                return False
+    return True
 
 
 PREEMPT_SIGNAL_ENV = "SUBMITIT_PREEMPT_SIGNAL"  # submitit's setting: the signal it sends before a time limit
@@ -78,7 +95,7 @@ class PreemptionSignal(L.Callback):
     """submitit's pre-emption signal (USR2, or what SUBMITIT_PREEMPT_SIGNAL names), which SLURM sends a job
     `signal_delay_s` before its time limit or on pre-emption. submitit's own handler requeues the job and exits
     at once, wherever training is, losing the steps since the last checkpoint. During fit, the signal takes
-    Lightning's SIGTERM path instead: training stops at the end of the current step on every rank and
+    Lightning's SIGTERM path instead: training stops at the end of the current batch on every rank and
     PeriodicCheckpoint saves that step. Once the run is recorded, `forward()` hands the signal to the handler it
     replaced (submitit's: requeue; the requeued job resumes from the checkpoint)."""
 
@@ -138,8 +155,15 @@ class StepProgressBar(RichProgressBar):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         if step % self.every == 0 or step >= trainer.max_steps:
-            # The bar counts optimizer steps, as max_steps (its total) does; a batch holds trainer.inner_steps of them.
+            # The bar counts optimizer steps, out of max_steps (total_train_batches); a batch holds trainer.inner_steps
+            # of them.
             super().on_train_batch_end(trainer, pl_module, outputs, batch, step - 1)
+
+    @property
+    def total_train_batches(self) -> int | float:
+        # Lightning's is the steps left (max_steps − the step a resumed run starts at); the bar counts from step 0.
+        return self.trainer.max_steps if self.trainer.max_steps and self.trainer.max_steps > 0 else \
+            super().total_train_batches
 
     def get_metrics(self, trainer, pl_module) -> dict:
         metrics = super().get_metrics(trainer, pl_module)

@@ -99,8 +99,9 @@ def log_row(trainer, metrics: Mapping[str, Any], step: int) -> None:
     metric's state per call, hundreds of microseconds, and keeps the values in a collection that Lightning then walks
     after every step, logged or not. Tensors become numbers here: on a GPU, the logging step's host sync. Unlike
     Lightning's connector it does not save the loggers after each row (metrics.csv would be appended to every logging
-    step): the CSV logger writes its rows every 100 steps by itself, and every checkpoint (callbacks.PeriodicCheckpoint)
-    and the run's end save them all, so a resumed run's file holds every row up to its checkpoint.
+    step): the CSV logger writes its rows by itself at a row whose step + 1 is a multiple of 100, and every checkpoint
+    (callbacks.PeriodicCheckpoint) and the run's end save them all, so a resumed run's file holds every row up to its
+    checkpoint.
 
     Args:
         trainer: the Lightning Trainer; its loggers and current epoch.

@@ -3,6 +3,7 @@ byte, FFN activation statistics, and divergence detection."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from collections.abc import Mapping
@@ -69,6 +70,9 @@ def build_optimizer(model: GPT, optim: OptimConfig | Mapping, total_steps: int, 
         optimizer, lambda s: lr_factor(s, warmup, total_steps, o.min_lr_ratio)
     )
     return optimizer, scheduler
+
+
+_NO_CONTEXT = contextlib.nullcontext()
 
 
 def _align_loop_counts(checkpoint: dict, inner_steps: int) -> None:
@@ -151,6 +155,10 @@ class LMModule(L.LightningModule):
         bookkeeping, the validation and checkpoint checks) is paid once per k steps. manual_backward and the
         LightningOptimizer keep the precision plugin (loss scaling) and DDP (a gradient all-reduce per backward)."""
         optimizer, scheduler = self.optimizers(), self.lr_schedulers()
+        # Lightning runs training_step under the precision's autocast (bf16/fp16 on a GPU); its automatic optimization
+        # ran backward and the optimizer step outside it, and so does this loop.
+        device = self.device.type
+        outside_autocast = torch.autocast(device, enabled=False) if torch.is_autocast_enabled(device) else _NO_CONTEXT
         for step, (x, y) in enumerate(zip(*batch, strict=True), start=self.global_step):
             if step >= self.total_steps:  # the run ends inside this batch
                 break
@@ -165,10 +173,11 @@ class LMModule(L.LightningModule):
                     self._diverge(f"training loss became {value} at step {step}")
                     return  # no backward, no optimizer step
                 self.log_step({"train/loss": value, "tokens": (step + 1) * self.tokens_per_step})
-            self.manual_backward(loss)
-            optimizer.step()  # counts the step (trainer.global_step) and calls on_before_optimizer_step
-            optimizer.zero_grad(set_to_none=True)
-            scheduler.step()
+            with outside_autocast:
+                self.manual_backward(loss)
+                optimizer.step()  # counts the step (trainer.global_step) and calls on_before_optimizer_step
+                optimizer.zero_grad(set_to_none=True)
+                scheduler.step()
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         # After the callbacks' on_train_batch_end (Lightning calls the module's last): the ThroughputMonitor's

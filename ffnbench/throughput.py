@@ -137,8 +137,9 @@ def sync(device: torch.device) -> None:
 
 class ThroughputMonitor(L.Callback):
     """Times training steps only: from the end of step `skip_steps` (compile and warm-up excluded) to the
-    end of training, minus the time spent in validation. Device syncs happen only at those edges and at
-    each logging window, never per step.
+    end of training, minus the time spent in validation. It sees the ends of batches (trainer.inner_steps steps
+    each): timing starts at the first batch end at or after `skip_steps`, so a run of one batch has none. Device
+    syncs happen only at those edges and at each logging window, never per step.
 
     Args:
         tokens_per_step: global tokens per optimizer step (batch_size · seq_len).

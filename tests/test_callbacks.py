@@ -29,6 +29,7 @@ class FakeTrainer:
         self.saves: list[int] = []
         self.logger_saves: list[int] = []  # the steps the loggers were saved at (their rows written to disk)
         self.loggers = [SimpleNamespace(save=lambda: self.logger_saves.append(self.global_step))]
+        self.lr_scheduler_configs, self.optimizers, self.precision_plugin = [], [], SimpleNamespace()
 
     def save_checkpoint(self, path, weights_only=False):
         self.saves.append(self.global_step)
@@ -76,6 +77,24 @@ def test_ctrl_c_saves_a_single_process_run(tmp_path, exception, world_size, save
     trainer = FakeTrainer()
     trainer.global_step, trainer.world_size = 7, world_size
     PeriodicCheckpoint(tmp_path / "last.ckpt", every=10, val_every=10).on_exception(trainer, None, exception)
+    assert trainer.saves == saved
+
+
+@pytest.mark.parametrize(("scheduled", "updated", "saved"), [
+    (7, 7, [7]),  # between two steps
+    (6, 7, []),  # Ctrl-C after step 7's update, before its schedule step: the previous checkpoint stays
+    (6, 6, []),  # ... or before the step was counted
+])
+def test_ctrl_c_inside_a_step_keeps_the_previous_checkpoint(tmp_path, scheduled, updated, saved):
+    weight = torch.nn.Parameter(torch.ones(1))
+    optimizer = torch.optim.AdamW([weight])
+    for _ in range(updated):
+        weight.grad = torch.ones(1)
+        optimizer.step()
+    trainer = FakeTrainer()
+    trainer.global_step, trainer.optimizers = 7, [optimizer]
+    trainer.lr_scheduler_configs = [SimpleNamespace(scheduler=SimpleNamespace(last_epoch=scheduled))]
+    PeriodicCheckpoint(tmp_path / "last.ckpt", every=10, val_every=10).on_exception(trainer, None, KeyboardInterrupt())
     assert trainer.saves == saved
 
 
@@ -156,14 +175,16 @@ def test_step_times_only_with_the_variable(tmp_path, monkeypatch):
 def test_the_progress_bar_redraws_every_n_steps_and_at_the_last(monkeypatch):
     from lightning.pytorch.callbacks import RichProgressBar
 
-    drawn: list[int] = []
-    monkeypatch.setattr(RichProgressBar, "on_train_batch_end", lambda self, trainer, *args: drawn.append(
-        trainer.global_step))
+    drawn: list[int] = []  # the position the bar is drawn at (Lightning's batch_idx + 1)
+    monkeypatch.setattr(RichProgressBar, "on_train_batch_end", lambda self, trainer, module, outputs, batch,
+                        batch_idx: drawn.append(batch_idx + 1))
     bar, trainer = StepProgressBar(every=4), SimpleNamespace(global_step=0, max_steps=11)
-    for step in range(1, 12):  # Lightning's global_step after each optimizer step
+    for batch_idx, step in enumerate((2, 4, 6, 8, 10, 11)):  # batches of two optimizer steps, the last cut short
         trainer.global_step = step
-        bar.on_train_batch_end(trainer, None, None, None, step - 1)
-    assert drawn == [4, 8, 11]
+        bar.on_train_batch_end(trainer, None, None, None, batch_idx)
+    assert drawn == [4, 8, 11]  # at the steps, not the batches
+    bar._trainer = SimpleNamespace(max_steps=11, global_step=6)  # a run resumed at step 6 still counts to 11
+    assert bar.total_train_batches == 11
 
 
 def test_the_progress_bar_shows_the_last_logged_loss(monkeypatch):

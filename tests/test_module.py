@@ -252,3 +252,31 @@ def test_a_checkpoints_loop_counts_agree_with_its_step(checkpoint, inner_steps, 
     batches = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]
     assert batches["total"] == batches["current"] == dict.fromkeys(("ready", "completed", "started", "processed"),
                                                                    expected[1])
+
+
+def test_under_mixed_precision_only_the_forward_runs_in_autocast():
+    # Lightning runs training_step under the precision's autocast; its automatic optimization ran backward and the
+    # optimizer step outside it, and so must the loop of several steps in training_step (else the eager parts of
+    # backward would run at another precision on a GPU).
+    import lightning as L
+
+    cfg = ModelConfig(vocab_size=64, seq_len=16, d_model=32, n_layer=1, n_head=2)
+    module = LMModule(cfg, OptimConfig(lr=1e-3, warmup_steps=0), seed=0, total_steps=2, tokens_per_step=4 * 16)
+    seen: dict[str, list[bool]] = {"forward": [], "backward": [], "optimizer step": []}
+    module.model.register_forward_pre_hook(lambda m, args: seen["forward"].append(torch.is_autocast_enabled("cpu")))
+
+    class Watch(L.Callback):
+        def on_before_backward(self, trainer, pl_module, loss):
+            seen["backward"].append(torch.is_autocast_enabled("cpu"))
+
+        def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+            seen["optimizer step"].append(torch.is_autocast_enabled("cpu"))
+
+    x = torch.randint(0, 64, (2, 4, 17), generator=torch.Generator().manual_seed(0))
+    batches = torch.utils.data.DataLoader([(x[:, :, :-1], x[:, :, 1:])], batch_size=None)  # one batch of 2 steps
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=2, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                        precision="bf16-mixed", callbacks=[Watch()])
+    trainer.fit(module, train_dataloaders=batches)
+    assert seen == {"forward": [True, True], "backward": [False, False], "optimizer step": [False, False]}
+    assert trainer.global_step == 2

@@ -169,6 +169,8 @@ def test_ctrl_c_inside_a_batch_of_steps_saves_that_step_and_the_rerun_equals_an_
     resumed = train(micro(cache_dir, run_dir))
     assert resumed.resumed_from_step == 23 and resumed.status == "finished"
     assert resumed.curve == finished[0].curve  # validated at steps 30 and 40 again, bit for bit
+    rows = (run_dir / "metrics.csv").read_text().splitlines()
+    assert len(rows) == len((finished[1] / "metrics.csv").read_text().splitlines())  # no rows lost or doubled
 
 
 def test_batches_of_several_steps_train_as_one_step_a_batch_does(cache_dir, tmp_path):
