@@ -189,7 +189,7 @@ def test_quick_run_prints_five_tables_and_writes_five_files(quick_run):
         data = json.loads((folder / f"{name}.json").read_text())
         assert data == json.loads(json.dumps(results[name]))
         assert render.render(name, data) in printed  # the terminal shows what the file holds
-        assert list(data)[:8] == ["benchmark", "machine", "command", "date", "quick", "settings", "load", "rows"]
+        assert list(data)[:9] == ["benchmark", "machine", "command", "git", "date", "quick", "settings", "load", "rows"]
         assert data["benchmark"] == name and data["quick"] is True and data["notes"]
         assert set(data["machine"]) >= MACHINE_KEYS
         assert data["machine"]["label"] == "test-cpu" and data["machine"]["accelerator"] == "cpu"
