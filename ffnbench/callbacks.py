@@ -195,6 +195,7 @@ class StepTimes(L.Callback):
     def __init__(self, path: str):
         self.path = path
         self.seen: set[str] = set()
+        self._hook: Any = None  # torch's step post-hook that marks the first step's end, until it has
 
     @classmethod
     def from_env(cls) -> StepTimes | None:
@@ -209,7 +210,7 @@ class StepTimes(L.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self.mark("first_step_start")
-        if "first_step_end" not in self.seen and not getattr(self, "_hook", None):
+        if "first_step_end" not in self.seen and self._hook is None:
             # A batch holds several optimizer steps (trainer.inner_steps): the first one ends when the optimizer has
             # taken it, which torch's step post-hook sees.
             def first_step_end(optimizer, args, kwargs) -> None:

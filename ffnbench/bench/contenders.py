@@ -67,17 +67,14 @@ def pipeline_overrides(session: BenchSession, model: str, batch_size: int | None
     ]
 
 
-def inner_steps(cfg: DictConfig) -> int:
-    """Optimizer steps per Lightning batch in a run of `cfg` (trainer.inner_steps as train() resolves it): a hook at a
-    batch's end sees only every so many steps, so the benchmarks time stretches of whole batches (whole_batches)."""
-    from ffnbench.config import trainer_config
+def whole_batches(overrides: list[str], *steps: int) -> tuple[int, ...]:
+    """(k, *steps rounded up to multiples of k): k is the optimizer steps per Lightning batch in a run of `overrides`
+    (trainer.inner_steps as train() resolves it). A hook at a batch's end sees only every k-th step, so the
+    benchmarks time stretches of whole batches."""
+    from ffnbench.config import compose, trainer_config
 
-    return trainer_config(cfg.trainer).steps_per_batch()
-
-
-def whole_batches(steps: int, k: int) -> int:
-    """`steps` rounded up to a multiple of `k` (inner_steps)."""
-    return -(-steps // k) * k
+    k = trainer_config(compose([*overrides, "trainer.max_steps=1"]).trainer).steps_per_batch()
+    return (k, *(-(-n // k) * k for n in steps))
 
 
 def _step_clock(device: torch.device, first: int, last: int):
@@ -116,8 +113,7 @@ class Pipeline:
     def __init__(self, session: BenchSession, overrides: list[str], warmup: int, steps: int):
         from ffnbench.config import compose
 
-        k = inner_steps(compose([*overrides, f"trainer.max_steps={max(1, warmup + steps)}"]))
-        warmup, steps = whole_batches(warmup, k), whole_batches(steps, k)
+        _, warmup, steps = whole_batches(overrides, warmup, steps)
         self.session, self.overrides, self.warmup, self.steps = session, overrides, warmup, steps
         self.cfg = compose([*overrides, f"trainer.max_steps={warmup + steps}", f"run_dir={session.work / 'unused'}"])
         self.batch_size, self.seq_len = int(self.cfg.data.batch_size), int(self.cfg.model.seq_len)
@@ -222,8 +218,7 @@ def alternate(session: BenchSession, overrides: list[str], warmup: int, window: 
     """
     from ffnbench.config import compose
 
-    k = inner_steps(compose([*overrides, "trainer.max_steps=1"]))
-    warmup, window = whole_batches(warmup, k), whole_batches(window, k)
+    k, warmup, window = whole_batches(overrides, warmup, window)
     steps = warmup + windows * window
     run_dir = session.work / "runs" / f"alternate-{next(_RUN_NUMBERS)}"  # always a fresh run, never a resume
     cfg = compose([*overrides, f"trainer.max_steps={steps}", f"run_dir={run_dir}"])

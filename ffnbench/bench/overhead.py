@@ -25,7 +25,6 @@ from ffnbench.bench.contenders import (
     _quiet,
     alternate,
     data_batches,
-    inner_steps,
     pipeline_overrides,
     run_train,
     whole_batches,
@@ -225,8 +224,7 @@ def profile(session: BenchSession, model: str, steps: int, top: int = 12,
     from ffnbench.config import compose
 
     overrides = pipeline_overrides(session, model, batch)  # batch: the GPU-sized row's (None: the user's)
-    k = inner_steps(compose([*overrides, "trainer.max_steps=1"]))  # the profile starts and stops at a batch's end
-    warmup, steps = whole_batches(max(5, steps // 10), k), whole_batches(steps, k)
+    _, warmup, steps = whole_batches(overrides, max(5, steps // 10), steps)  # profiled from a batch's end to one
     cfg = compose([*overrides, f"trainer.max_steps={warmup + steps}", f"run_dir={session.work / 'profile'}"])
 
     class Window(L.Callback):
