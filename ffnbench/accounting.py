@@ -2,7 +2,9 @@
 
 Conventions (stated once, used everywhere):
 - Parameters: tied embeddings are counted once. "Non-embedding" excludes the token and position
-  embeddings (Kaplan et al. 2020); the tied output head is therefore not counted there either.
+  embeddings (Kaplan et al. 2020); the tied output head is therefore not counted there either. A block's norms
+  are its two LayerNorms over d_model and, with model.qk_norm, the query and key LayerNorms over head_dim: neither
+  attention nor FFN, but non-embedding (they count toward a fixed budget).
 - FLOPs: a multiply-add is 2 FLOPs. Forward FLOPs per token = 2·(matmul weights, including the tied
   head) + the attention term 2·2·T·d per layer (QKᵀ and A·V over the full context, as PaLM/nanoGPT count
   it and as torch's FlopCounterMode counts SDPA). Training = 3 × forward (backward is twice the forward).
@@ -29,13 +31,19 @@ def layernorm_params(d_model: int, bias: bool) -> int:
     return d_model * (2 if bias else 1)
 
 
+def qk_norm_params(d_model: int, n_head: int, bias: bool, qk_norm: bool) -> int:
+    """The query and key LayerNorms of one attention layer (model.qk_norm), over head_dim = d_model / n_head each;
+    none without qk_norm."""
+    return 2 * layernorm_params(d_model // n_head, bias) if qk_norm else 0
+
+
 @dataclass(frozen=True)
 class ParamBreakdown:
     embedding: int  # token embedding (= the tied output head)
     position: int
     attention_per_layer: int
     ffn_per_layer: int
-    norms_per_layer: int
+    norms_per_layer: int  # the block's LayerNorms, qk_norm's included
     final_norm: int
     n_layer: int
     d_ff: int
@@ -79,7 +87,7 @@ def count_params(cfg: ModelConfig) -> ParamBreakdown:
         position=cfg.seq_len * d,
         attention_per_layer=attention_params(d, bias),
         ffn_per_layer=ffn.params,
-        norms_per_layer=2 * layernorm_params(d, bias),
+        norms_per_layer=2 * layernorm_params(d, bias) + qk_norm_params(d, cfg.n_head, bias, cfg.qk_norm),
         final_norm=layernorm_params(d, bias),
         n_layer=cfg.n_layer,
         d_ff=ffn.d_ff,
@@ -146,18 +154,19 @@ def measure_training_flops(model: GPT, batch_size: int = 2, seq_len: int | None 
 
 
 def solve_d_model(
-    non_embedding_params: float, n_layer: int, n_head: int, ffn: FFNSpec, attn_bias: bool = True
+    non_embedding_params: float, n_layer: int, n_head: int, ffn: FFNSpec, attn_bias: bool = True,
+    qk_norm: bool = False,
 ) -> tuple[int, float]:
     """Kaplan-style fixed budget: the d_model (a multiple of n_head) whose non-embedding parameter count
     is closest to the target for this FFN spec. Returns (d_model, relative mismatch)."""
     if non_embedding_params <= 0:
         raise ConfigError(f"model.non_embedding_params: must be positive, got {non_embedding_params!r}")
 
-    def params_at(d: int) -> int:
+    def params_at(d: int) -> int:  # qk_norm's added by hand: the search passes heads too narrow for it (ModelConfig)
         return count_params(
             ModelConfig(vocab_size=1, seq_len=1, d_model=d, n_layer=n_layer, n_head=n_head,
                         attn_bias=attn_bias, ffn=ffn)
-        ).non_embedding
+        ).non_embedding + n_layer * qk_norm_params(d, n_head, attn_bias, qk_norm)
 
     d = n_head
     while params_at(d + n_head) < non_embedding_params:

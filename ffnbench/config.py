@@ -46,12 +46,16 @@ NON_IDENTITY_KEYS = (
     "trainer.ckpt_every",
     "trainer.inner_steps",  # how many optimizer steps one Lightning batch holds: the same steps, in the same order
     "model.max_budget_mismatch",  # a bound that refuses a config; it changes nothing a run computes
+    "lr_protocol",  # which runs a sweep makes to choose an lr (ffnbench.lr_protocol), not what one computes
+    "instability",  # the thresholds that name a run's instabilities when it is recorded (ffnbench.instability)
     "hydra",
 )
 
 # Keys added after records were written, and the value a record without one had (a run before lr tuning existed
-# was not a tuning run; one before trainer.deterministic existed was not deterministic).
-IDENTITY_DEFAULTS = {"tuning": False, "trainer.deterministic": False}
+# was not a tuning run; one before trainer.deterministic existed was not deterministic; one before model.init,
+# model.qk_norm and optim.z_loss existed had GPT-2's init, no QK-norm and no z-loss).
+IDENTITY_DEFAULTS = {"tuning": False, "trainer.deterministic": False, "model.init": "gpt2", "model.qk_norm": False,
+                     "optim.z_loss": 0.0}
 
 
 # The overrides a run's directory name leaves out: the FFN and the seed (the name's label says them) and
@@ -63,7 +67,10 @@ IDENTITY_DEFAULTS = {"tuning": False, "trainer.deterministic": False}
 # refused there.
 NAME_EXCLUDE_KEYS = ("seed", "experiment", "ffn", "ffn.act", "ffn.width", "ffn.budget", "ffn.bias",
                      "ffn.multiple_of", "ffn.approximate", "trainer", "trainer.accelerator",
-                     *(k for k in NON_IDENTITY_KEYS if k not in ("trainer.compile", "trainer.compile_mode")))
+                     *(k for k in NON_IDENTITY_KEYS if k not in ("trainer.compile", "trainer.compile_mode")),
+                     # Hydra excludes exact keys: the blocks above by their settings, which a preset's grid may set
+                     "lr_protocol.robust", "lr_protocol.min_lrs", "lr_protocol.min_seeds", "lr_protocol.bracket_cap",
+                     "instability.plateau_margin", "instability.plateau_after", "instability.spike_margin")
 MAX_NAME_EXTRAS = 80  # longer override lists are replaced by a hash: file names have limits
 
 
@@ -214,6 +221,8 @@ def model_config(cfg: DictConfig | Mapping, vocab_size: int) -> ModelConfig:
         attn_bias=bool(_get(m, "attn_bias", True)),
         ffn=spec,
         ffn_init=str(_get(m, "ffn_init", "gpt2")),
+        init=str(_get(m, "init", "gpt2")),
+        qk_norm=_get(m, "qk_norm", False),  # as given: ModelConfig refuses what is not true or false
     )
     check_budget(spec, mcfg.d_model, float(_get(cfg["ffn"], "max_mismatch", math.inf)))
     return mcfg
@@ -264,7 +273,8 @@ def solve_fixed_budget(target: float, m: Mapping | DictConfig, spec: FFNSpec) ->
     from ffnbench.accounting import solve_d_model
 
     bound = _real("model.max_budget_mismatch", _get(m, "max_budget_mismatch", DEFAULT_MAX_BUDGET_MISMATCH), 0)
-    d_model, mismatch = solve_d_model(target, m["n_layer"], m["n_head"], spec, bool(_get(m, "attn_bias", True)))
+    d_model, mismatch = solve_d_model(target, m["n_layer"], m["n_head"], spec, bool(_get(m, "attn_bias", True)),
+                                      qk_norm=_get(m, "qk_norm", False) is True)
     if abs(mismatch) > bound:
         raise ConfigError(
             f"model.max_budget_mismatch: {spec.label} with {m['n_layer']} layers of {m['n_head']} heads gets "
@@ -341,6 +351,7 @@ class OptimConfig:
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     grad_clip: float | None = None  # max global grad norm; None = no clipping
+    z_loss: float = 0.0  # PaLM's z_loss·mean(logsumexp(logits)²), added to the training loss; 0 = none
 
     def __post_init__(self) -> None:  # validates, and stores numbers as floats (an lr of 1 is 1.0)
         def put(name: str, value: Any) -> None:
@@ -360,6 +371,7 @@ class OptimConfig:
         if self.grad_clip is not None:
             put("grad_clip", _real("optim.grad_clip", self.grad_clip, 0, low_open=True,
                                    fix=" (null turns clipping off)"))
+        put("z_loss", _real("optim.z_loss", self.z_loss, 0, fix=" (PaLM used 1e-4; 0 turns it off)"))
 
 
 def optim_config(node: Mapping | DictConfig) -> OptimConfig:

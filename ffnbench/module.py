@@ -118,6 +118,7 @@ class LMModule(L.LightningModule):
         self.divergence: str | None = None  # why it diverged
         self.val_history: list[dict[str, Any]] = []
         self.last_train_loss: float | None = None
+        self.train_history: list[tuple[int, float]] = []  # (step, training loss) at each logging step: spikes
         self._val_sum = self._val_count = None
         self._row: dict[str, Any] = {}  # this logging step's training metrics (log_step), written at the step's end
         self._row_step = 0
@@ -164,11 +165,14 @@ class LMModule(L.LightningModule):
                 break
             if self.cuda_graphs:
                 torch.compiler.cudagraph_mark_step_begin()
-            loss = self.model(x, y)
+            # optim.z_loss adds PaLM's auxiliary term to the loss trained on (and logged as train/loss); without it the
+            # call is the one it always was.
+            loss = self.model(x, y, z_loss=self.optim.z_loss) if self.optim.z_loss else self.model(x, y)
             if self._logging_step(step):
                 self._row_step = step
                 value = loss.detach().float().item()  # the one host sync of a logging window
                 self.last_train_loss = value  # also what the progress bar shows (callbacks.StepProgressBar)
+                self.train_history.append((step, value))
                 if not math.isfinite(value):
                     self._diverge(f"training loss became {value} at step {step}")
                     return  # no backward, no optimizer step
@@ -317,6 +321,7 @@ class LMModule(L.LightningModule):
             "val_history": self.val_history,
             "status": self.status,
             "last_train_loss": self.last_train_loss,
+            "train_history": self.train_history,
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -324,3 +329,4 @@ class LMModule(L.LightningModule):
         saved = checkpoint.get("ffnbench", {})
         self.val_history = list(saved.get("val_history", []))
         self.last_train_loss = saved.get("last_train_loss")
+        self.train_history = [(int(s), float(v)) for s, v in saved.get("train_history", [])]

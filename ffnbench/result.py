@@ -38,7 +38,7 @@ STATUSES = ("finished", "diverged", "failed", "running")
 FINAL_STATUSES = ("finished", "diverged")  # a rerun of the same config would only repeat these
 METRICS = ("final_train_loss", "final_val_loss", "final_val_bpb", "best_val_loss", "best_val_bpb", "init_val_loss")
 LOCAL_FIELDS = ("run_dir", "resumed_from_step")  # machine- or history-local: left out of a published results.jsonl
-OPTIONAL_FIELDS = ("val_windows", "compile")  # newer than SCHEMA 1: written only when set
+OPTIONAL_FIELDS = ("val_windows", "compile", "train_curve", "instabilities")  # newer than SCHEMA 1: written when set
 
 
 def fixed_budget_record(target: float | None, non_embedding: int) -> dict[str, float | None]:
@@ -98,12 +98,18 @@ class RunResult:
     # torch.compile: {"enabled": False}, or whether every frame was compiled and how many frames, graphs, graph breaks
     # and recompiles dynamo had (compiling.CompileWatch.record). None in records from before it existed.
     compile: dict | None = None
+    # The training loss at every logging step, [[step, loss], ...]: what spikes are read from. None in older records.
+    train_curve: list | None = None
+    # ffnbench.instability.detect's findings, [{kind, step, size, recovered}, ...], with the thresholds of the run's
+    # config (`instability`). None in records from before it existed: the report recounts those from their curves.
+    instabilities: list | None = None
 
     @classmethod
     def from_training(cls, status: str, *, error: str | None, config: dict, run_dir: Path, model: ModelConfig,
                       history: Sequence[dict], last_train_loss: float | None, steps: int, tokens_per_step: int,
                       total_steps: int, resumed_from: int | None, data: dict, throughput: dict, hw: Hardware,
-                      started: float, compile: dict | None = None) -> RunResult:
+                      started: float, compile: dict | None = None,
+                      train_history: Sequence[tuple[int, float]] = ()) -> RunResult:
         """The record of a training run (train.train), from what it measured.
 
         Args:
@@ -122,10 +128,12 @@ class RunResult:
             throughput: ThroughputMonitor.summary().
             hw: the resolved hardware; started: time.time() when train() began.
             compile: what torch.compile did (compiling.CompileWatch.record).
+            train_history: (step, training loss) at every logging step (LMModule.train_history).
         """
         from ffnbench.accounting import count_flops, count_params
         from ffnbench.config import fixed_budget
         from ffnbench.ffn import size_ffn
+        from ffnbench.instability import Thresholds, detect
 
         flops = count_flops(model)
         scored = [h for h in history if finite(h["val_loss"])]
@@ -143,7 +151,8 @@ class RunResult:
             seed=config.get("seed"),
             config=config,
             ffn=ffn_record(model.ffn, size_ffn(model.ffn, model.d_model)),
-            model={**model_record(model, config["model"].get("name")), "ffn_init": model.ffn_init,
+            model={**model_record(model, config["model"].get("name")), "ffn_init": model.ffn_init, "init": model.init,
+                   "qk_norm": model.qk_norm,
                    **fixed_budget_record(fixed_budget(config["model"]), params.non_embedding)},
             params=params.as_dict(),
             flops={"per_token_training": flops.training, "per_token_forward": flops.forward,
@@ -173,6 +182,12 @@ class RunResult:
             finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             val_windows=((final or {}).get("final") or {}).get("windows"),
             compile=compile,
+            train_curve=[[int(s), float(v)] for s, v in train_history],
+            instabilities=[i.as_dict() for i in detect(
+                status=status, steps=steps, val_curve=[(h["step"], h["val_loss"]) for h in history],
+                train_curve=list(train_history), unigram_loss=data.get("unigram_loss"),
+                warmup_steps=int((config.get("optim") or {}).get("warmup_steps") or 0),
+                thresholds=Thresholds.from_config(config.get("instability")))],
         )
 
     # ---- (de)serialisation ------------------------------------------------------------------------------

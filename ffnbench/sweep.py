@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -31,9 +32,10 @@ from ffnbench.progress import SWEEP_ENV, estimate, planned_flops
 from ffnbench.records import SWEEP_MANIFEST, CorruptRecord, write_json_atomic
 from ffnbench.result import FINAL_STATUSES, RunResult
 from ffnbench.rundir import lock_holder, plan_run
-from ffnbench.tuning import TUNED, TuningRun, check_tuning, choose_lr, is_tuning, with_lr
+from ffnbench.tuning import TUNED, TuningRun, check_tuning, choose_lr, extension, is_tuning, tuning_group, with_lr
 from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
+MAX_ROUNDS = 64  # rounds of training a sweep plans at most: tuning, each grid extension, judging (a guard only)
 MAX_CPU_RUNS = 30  # more runs than this on a CPU needs CONFIRM=1: hours of work deserve a second look
 LAUNCHERS = {
     "basic": None,
@@ -89,8 +91,23 @@ def _is_sweep(override: str) -> bool:
     return OverridesParser.create().parse_override(override).is_sweep_override()
 
 
+def parse_grids(text: str | None) -> list[int] | None:
+    """`--grids 0-2,5` → [0, 1, 2, 5]; None for all of them."""
+    if not text:
+        return None
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            low, _, high = part.strip().partition("-")
+            out += range(int(low), int(high or low) + 1)
+    except ValueError:
+        raise ConfigError(f"--grids {text}: expected grid indices like 0-2,5 (the preset's top comment lists them)") \
+            from None
+    return out
+
+
 def plan(experiment: str, launcher: str | None, args: list[str],
-         composed_cache: dict | None = None) -> tuple[list[PlannedRun], dict]:
+         composed_cache: dict | None = None, only_grids: list[int] | None = None) -> tuple[list[PlannedRun], dict]:
     """Every run of the sweep, its directory, and what rerunning it would do. Composes exactly what
     `python -m ffnbench.train -m experiment=EXP <args>` composes, job by job; a job whose lr comes from its
     tuning runs (`optim.lr: tuned`, see ffnbench.tuning) gets the lr they chose, or waits for them.
@@ -102,12 +119,19 @@ def plan(experiment: str, launcher: str | None, args: list[str],
     sweeper = sweep_cfg.hydra.sweeper
     params = OmegaConf.to_container(sweeper.params) if sweeper.get("params") else None
     grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
+    if only_grids is not None:  # a part of the preset (an arm of a campaign): the same runs, fewer of them
+        bad = [i for i in only_grids if not grids or not 0 <= i < len(grids)]
+        if bad:
+            raise ConfigError(f"--grids: EXP={experiment} has {len(grids or [])} grids (0-{len(grids or []) - 1}); "
+                              f"there is no grid {bad[0]}")
+        grids = [grids[i] for i in only_grids]
     jobs = expand_grids(params, grids, [f"experiment={experiment}", *args])
     here = launcher != "submitit_slurm"  # where the runs resolve their device and precision: here, or a SLURM node
     composed = _compose_jobs(jobs, launcher_args, here, composed_cache)
     tuning_runs = [TuningRun(config, run_dir) for _, run_dir, config, _ in composed if is_tuning(config)]
     check_tuning([(config, run_dir.name) for _, run_dir, config, _ in composed if not is_tuning(config)],
                  tuning_runs)
+    composed += _bracket(composed, tuning_runs, launcher_args, here, composed_cache)
     runs: list[PlannedRun | None] = []
     resolved: dict[int, list[str]] = {}  # position in `runs` → the job with its chosen lr
     for job, run_dir, config, undecided in composed:
@@ -129,6 +153,36 @@ def plan(experiment: str, launcher: str | None, args: list[str],
         if r is not None:
             unique.setdefault(r.run_dir, r)
     return list(unique.values()), sweep_cfg
+
+
+def _bracket(composed: list, tuning_runs: list[TuningRun], launcher_args: list[str], here: bool,
+             cache: dict | None) -> list[tuple[list[str], Path, dict, list[str]]]:
+    """The tuning jobs that bracketing adds (ffnbench.tuning.extension), composed, and added to `tuning_runs`:
+    each round extends every grid whose choice sits at an edge by one step, until no choice moves (its new runs
+    have no outcome yet, or the optimum is bracketed, or the cap is reached). A function of the finished runs, so
+    planning again asks for the same runs."""
+    jobs = {run_dir: job for job, run_dir, config, _ in composed if is_tuning(config)}
+    judged = [config for _, _, config, _ in composed if not is_tuning(config) and config["optim"]["lr"] == TUNED]
+    steps: dict[frozenset, int] = {}  # tuning group → the steps its grid was extended by
+    added: list[tuple[list[str], Path, dict, list[str]]] = []
+    while True:
+        new_jobs = []
+        for config in judged:
+            group = tuning_group(config, tuning_runs)
+            if not group or group[0].key in {k for k, _ in new_jobs}:
+                continue
+            extra = [job for job in extension(config, tuning_runs, jobs, steps.get(group[0].key, 0))
+                     if job not in jobs.values()]
+            if extra:
+                new_jobs.append((group[0].key, extra))
+        if not new_jobs:
+            return added
+        for key, extra in new_jobs:
+            steps[key] = steps.get(key, 0) + 1
+            for job, run_dir, config, undecided in _compose_jobs(extra, launcher_args, here, cache):
+                jobs[run_dir] = job
+                tuning_runs.append(TuningRun(config, run_dir))
+                added.append((job, run_dir, config, undecided))
 
 
 def _compose_jobs(jobs: list[list[str]], launcher_args: list[str], here: bool,
@@ -167,6 +221,36 @@ def _classify(job: list[str], run_dir: Path, config: dict, undecided: list[str])
     if run.action == "resume":
         return PlannedRun(job, run_dir, "resume", f"from step {run.resumed_from}", flops)
     return PlannedRun(job, run_dir, "start", status, flops)
+
+
+def restore(results: Path, sweep_dir: Path) -> int:
+    """Write each finished or diverged record of a published results.jsonl back as <sweep_dir>/<run name>/result.json
+    with its run_config.json, where the directory holds no result yet: the planner then skips those runs (and
+    refuses any whose config differs from what the preset composes now, as for any run directory). The number
+    written. A record's checkpoint is not published, so an unfinished one is not restored: it reruns."""
+    from ffnbench.records import RUN_CONFIG_FILE
+
+    if not results.is_file():
+        raise ConfigError(f"--restore {results}: no such file; give a published results.jsonl "
+                          "(e.g. experiments/cpu-robust/results.jsonl)")
+    written = 0
+    for i, line in enumerate(results.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            result = RunResult.from_json(json.loads(line), f"{results}:{i}")
+        except (ValueError, CorruptRecord) as e:
+            raise ConfigError(f"--restore {results}: line {i} is not a run record ({e})") from None
+        if result.status not in FINAL_STATUSES or not result.run_name:
+            continue
+        run_dir = sweep_dir / result.run_name
+        if (run_dir / "result.json").exists():
+            continue
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(run_dir / RUN_CONFIG_FILE, result.config)
+        result.replace(run_dir=str(run_dir)).write(run_dir)
+        written += 1
+    return written
 
 
 def trains_on_cpu(cfg, launcher: str | None) -> bool:
@@ -271,13 +355,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--confirm", action="store_true", default=os.environ.get("CONFIRM") == "1",
                         help=f"allow more than {MAX_CPU_RUNS} runs on a CPU (also CONFIRM=1)")
     parser.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    parser.add_argument("--grids", default=None,
+                        help="only these of the preset's grids, e.g. 0-2,5 (an arm of a campaign; the same runs)")
+    parser.add_argument("--restore", type=Path, default=None, metavar="RESULTS_JSONL",
+                        help="first put the finished runs of a published results.jsonl back in the sweep's run "
+                             "directories (where none is there), so they plan as done: a campaign resumed elsewhere")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (after --)")
     ns = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
     console = Console(width=140)
     started = time.time()
 
-    composed: dict = {}  # the jobs' Hydra compositions, reused when stage 2 is planned
-    runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed)
+    composed: dict = {}  # the jobs' Hydra compositions, reused when later rounds are planned
+    only = parse_grids(ns.grids)
+    if ns.restore is not None:
+        _, cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
+        restored = restore(ns.restore, Path(cfg.hydra.sweep.dir))
+        console.print(f"restored {restored} finished runs from {ns.restore} into {cfg.hydra.sweep.dir}")
+    runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
     counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict", "wait", "running")}
     running = f", {counts['running']} running elsewhere (not started again)" if counts["running"] else ""
     console.print(f"[bold]{ns.experiment}[/bold]: {len(runs)} runs: {counts['skip']} skipped (already done), "
@@ -305,22 +399,27 @@ def main(argv: list[str] | None = None) -> None:
     write_json_atomic(sweep_dir / SWEEP_MANIFEST, manifest)
     console.print(estimate([(r.run_dir, r.flops) for r in runs]).line())
     launched = False
-    for stage in (1, 2):  # stage 2: the runs whose lr the tuning runs of stage 1 chose (ffnbench.tuning)
+    # Round 1 trains what can start now (the tuning runs, and judged runs at a fixed lr); each later round, the runs
+    # the finished ones unlocked: grid extensions that bracket an optimum (lr_protocol), then the judged runs at
+    # their tuned lrs. It ends when a round has nothing to train.
+    tried: set[Path] = set()
+    for round_ in range(1, MAX_ROUNDS + 1):
         todo = [r for r in runs if r.action in ("start", "resume")]
-        if todo:
-            launched = True
-            if stage == 2:
-                tuned = sum(r.tuned for r in todo)
-                console.print(f"lr-tuning stage done: {tuned} runs at their tuned lrs"
-                              + (f", {len(todo) - tuned} others retried" if len(todo) > tuned else ""))
-            _launch(command, todo, sweep_dir, console)
-        if stage == 1 and any(r.action == "wait" for r in runs):
-            runs, _ = plan(ns.experiment, ns.launcher, ns.overrides, composed)
-            check_plan(runs, sweep_cfg, ns.launcher, ns.confirm)  # stage 2's runs get stage 1's checks
-            write_json_atomic(sweep_dir / SWEEP_MANIFEST, {**manifest, "runs": [str(r.run_dir) for r in runs],
-                                                           "flops": [r.flops for r in runs]})
-        else:
+        if not todo or {r.run_dir for r in todo} <= tried:  # nothing new: what failed is not retried again here
             break
+        tried |= {r.run_dir for r in todo}
+        launched = True
+        if round_ > 1:
+            tuned = sum(r.tuned for r in todo)
+            console.print(f"lr-tuning round {round_ - 1} done: {tuned} runs at their tuned lrs, "
+                          f"{len(todo) - tuned} tuning runs or retries")
+        _launch(command, todo, sweep_dir, console)
+        if not any(r.action == "wait" for r in runs):
+            break
+        runs, _ = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
+        check_plan(runs, sweep_cfg, ns.launcher, ns.confirm)  # later rounds' runs get the first round's checks
+        write_json_atomic(sweep_dir / SWEEP_MANIFEST, {**manifest, "runs": [str(r.run_dir) for r in runs],
+                                                       "flops": [r.flops for r in runs]})
     elsewhere = [r for r in runs if r.action == "running"]
     if elsewhere:
         console.print(f"not started: {len(elsewhere)} runs are training elsewhere")

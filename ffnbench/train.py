@@ -193,7 +193,7 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
             steps=module.global_step if module._trainer is not None else 0, tokens_per_step=run.tokens_per_step,
             total_steps=run.total_steps, resumed_from=plan.resumed_from,
             data={**dm.info, "val_bytes_per_token": dm.val_bytes_per_token}, throughput=thr.summary(),
-            hw=run.hw, started=started, compile=compiled.record())
+            hw=run.hw, started=started, compile=compiled.record(), train_history=module.train_history)
         if is_rank_zero:
             result.write(run.run_dir)
             finish_wandb(exit_code, summary=result.wandb_summary())

@@ -8,11 +8,16 @@ seeds). So a preset may run two stages in one sweep:
       - {ffn: "relu,gelu", optim.lr: "1e-3,2e-3,4e-3", seed: "100,101", tuning: true}  # stage 1: tuning runs
       - {ffn: "relu,gelu", optim.lr: tuned, seed: "0,1,2,3,4"}                          # stage 2: judged runs
 
-A judged job with `optim.lr=tuned` gets the lr that `claims.pairing.best_lr` (the same rule the report uses)
+A judged job with `optim.lr=tuned` gets the lr that `lr_protocol.best_lr` (the same rule the report uses)
 picks from the tuning runs of its own config — every key equal except the lr, the seed and the `tuning` flag
 (TUNING_FREE_KEYS) — once all of them have an outcome. `make sweep` runs stage 1, resolves, then runs stage 2;
 the report says which lr each variant used and why. Tuning runs are never judged (claims.runs.Run.role), and
-their seeds must differ from the judged runs' seeds: a fresh seed is the point."""
+their seeds must differ from the judged runs' seeds: a fresh seed is the point.
+
+With `lr_protocol.bracket_cap` > 0, a choice at an edge of its grid first extends the grid there (`extension`):
+new tuning runs one half-octave beyond, on the same seeds, and the choice is made again once they have an outcome.
+The extensions are a function of the finished runs, so a sweep planned again (after an interruption) asks for
+exactly the same runs and trains none twice."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from pathlib import Path
 
 from ffnbench.config import NON_IDENTITY_KEYS, identity_key
 from ffnbench.errors import ConfigError
+from ffnbench.lr_protocol import best_lr, edge, lr_protocol, next_lr
 from ffnbench.records import CorruptRecord
 from ffnbench.result import FINAL_STATUSES, RunResult
 
@@ -86,12 +92,17 @@ def check_tuning(judged: Sequence[tuple[dict, str]], tuning: Sequence[TuningRun]
         if shared:
             raise ConfigError(f"{label}: seed {shared[0]} is used by its tuning runs too; give the tuning grid "
                               "seeds of its own (e.g. 100,101), so each variant is judged on fresh seeds")
+        if group:
+            seeds_by_lr: dict[float, set[int]] = {}
+            for t in group:
+                seeds_by_lr.setdefault(float(t.config["optim"]["lr"]), set()).add(int(t.config["seed"]))
+            lr_protocol(config).check_grid(label, seeds_by_lr)
 
 
 def choose_lr(config: Mapping, tuning: Sequence[TuningRun]) -> LrChoice:
-    """The lr for a judged job with `optim.lr=tuned`: claims.pairing.best_lr over its tuning group once every
-    run in it has an outcome; a group where every run diverged cannot choose (`blocked` says so)."""
-    from ffnbench.claims.pairing import best_lr
+    """The lr for a judged job with `optim.lr=tuned`: lr_protocol.best_lr over its tuning group once every
+    run in it has an outcome; a group where no lr has a finite median (half or more of the seeds diverged at
+    every lr) cannot choose (`blocked` says so)."""
     from ffnbench.claims.runs import Run
 
     group = tuning_group(config, tuning)
@@ -108,7 +119,32 @@ def choose_lr(config: Mapping, tuning: Sequence[TuningRun]) -> LrChoice:
     dirs = tuple(t.run_dir for t in group)
     if waiting:
         return LrChoice(None, dirs, waiting)
-    if not any(r.usable for r in runs):  # the sweep goes on with its other variants; this one cannot
-        return LrChoice(None, dirs, 0, blocked=f"every one of its {len(dirs)} tuning runs diverged: no lr to judge "
-                                               "it at; add smaller lrs to its tuning grid")
-    return LrChoice(best_lr(runs), dirs, 0)
+    try:
+        return LrChoice(best_lr(runs), dirs, 0)
+    except ValueError:  # the sweep goes on with its other variants; this one cannot
+        what = (f"every one of its {len(dirs)} tuning runs diverged" if not any(r.usable for r in runs) else
+                "half or more of its tuning seeds diverged at every lr")
+        return LrChoice(None, dirs, 0, blocked=f"{what}: no lr to judge it at; add smaller lrs to its tuning grid")
+
+
+def extension(config: Mapping, tuning: Sequence[TuningRun], jobs: Mapping[Path, Sequence[str]],
+              steps_taken: int) -> list[list[str]]:
+    """The tuning jobs that extend `config`'s grid by one half-octave step where its chosen lr sits at an edge
+    (lr_protocol), one per tuning seed of its group, each a tuning job of that seed (`jobs`: run dir → its job)
+    with the new lr; [] when the choice is bracketed, not made yet, or `steps_taken` reached the config's
+    lr_protocol.bracket_cap."""
+    if steps_taken >= lr_protocol(config).bracket_cap:
+        return []
+    choice = choose_lr(config, tuning)
+    if choice.lr is None:
+        return []
+    group = tuning_group(config, tuning)
+    lrs = [float(t.config["optim"]["lr"]) for t in group]
+    side = edge(choice.lr, lrs)
+    if side is None:
+        return []
+    new = next_lr(min(lrs) if side == "down" else max(lrs), side)
+    templates: dict[int, Sequence[str]] = {}
+    for t in sorted(group, key=lambda t: str(t.run_dir)):
+        templates.setdefault(int(t.config["seed"]), jobs[t.run_dir])
+    return [with_lr(job, new) for _, job in sorted(templates.items())]

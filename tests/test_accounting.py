@@ -1,6 +1,7 @@
 """Analytic parameter and FLOP accounting against the built model and torch's FlopCounterMode."""
 
 import pytest
+import torch
 
 from ffnbench.accounting import (
     attention_params,
@@ -8,6 +9,7 @@ from ffnbench.accounting import (
     count_params,
     ffn_forward_flops,
     measure_training_flops,
+    qk_norm_params,
     solve_d_model,
 )
 from ffnbench.ffn import VARIANTS, FFNSpec
@@ -21,15 +23,31 @@ def cfg_for(ffn: FFNSpec, **kw) -> ModelConfig:
 
 @pytest.mark.parametrize("act", sorted(VARIANTS))
 @pytest.mark.parametrize("attn_bias", [False, True])
-def test_param_breakdown_equals_the_built_model(act, attn_bias):
-    cfg = cfg_for(FFNSpec(act, budget=4, bias=True), attn_bias=attn_bias)
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_param_breakdown_equals_the_built_model(act, attn_bias, qk_norm):
+    cfg = cfg_for(FFNSpec(act, budget=4, bias=True), attn_bias=attn_bias, qk_norm=qk_norm)
     model = GPT(cfg)
     p = count_params(cfg)
+    block = model.blocks[0]
+    norms = [m for m in block.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert len(norms) == (4 if qk_norm else 2)
     assert p.total == sum(x.numel() for x in model.parameters())
-    assert p.ffn_per_layer == sum(x.numel() for x in model.blocks[0].ffn.parameters())
-    assert p.attention_per_layer == sum(x.numel() for x in model.blocks[0].attn.parameters())
-    assert p.block == sum(x.numel() for x in model.blocks[0].parameters())
+    assert p.ffn_per_layer == sum(x.numel() for x in block.ffn.parameters())
+    # attention: its projections; the norms of a block (qk_norm's, inside the attention module, too): norms_per_layer
+    assert p.attention_per_layer == sum(x.numel() for x in block.attn.qkv.parameters()) + \
+        sum(x.numel() for x in block.attn.proj.parameters())
+    assert p.norms_per_layer == sum(x.numel() for m in norms for x in m.parameters())
+    assert p.block == sum(x.numel() for x in block.parameters())
     assert p.non_embedding == p.total - model.wte.weight.numel() - model.wpe.weight.numel()
+
+
+def test_qk_norm_adds_two_head_sized_norms_per_layer_to_the_non_embedding_count():
+    ffn = FFNSpec("swiglu", budget=4)
+    off, on = count_params(cfg_for(ffn)), count_params(cfg_for(ffn, qk_norm=True))
+    assert on.non_embedding - off.non_embedding == 3 * 2 * 2 * 12  # 3 layers, q and k, gain and bias, head_dim 12
+    assert on.attention_per_layer == off.attention_per_layer and on.ffn_per_layer == off.ffn_per_layer
+    assert on.embedding == off.embedding and on.ffn_share == off.ffn_share
+    assert qk_norm_params(48, 4, bias=False, qk_norm=True) == 24 and qk_norm_params(48, 4, True, False) == 0
 
 
 def test_bert_base_block():
@@ -50,7 +68,7 @@ def test_ffn_flops_formula():
 @pytest.mark.parametrize("act", ["relu", "swiglu", "linear", "geglu"])
 @pytest.mark.parametrize("seq_len", [8, 24])
 def test_analytic_flops_agree_with_flop_counter(act, seq_len):
-    cfg = cfg_for(FFNSpec(act, budget=4, bias=True))
+    cfg = cfg_for(FFNSpec(act, budget=4, bias=True), qk_norm=act == "swiglu")  # qk_norm's norms: O(d), uncounted
     measured = measure_training_flops(GPT(cfg), batch_size=2, seq_len=seq_len)
     analytic = count_flops(cfg, seq_len=seq_len).training
     assert measured == pytest.approx(analytic, rel=1e-3)
@@ -75,3 +93,11 @@ def test_solve_d_model_hits_a_fixed_budget(ratio):
     # wider FFNs leave a narrower model
     if ratio > 1:
         assert d < solve_d_model(target, 4, 4, FFNSpec("gelu", width=ratio / 2))[0]
+
+
+def test_solve_d_model_counts_qk_norm_and_searches_past_heads_too_narrow_for_it():
+    ffn = FFNSpec("gelu", width=4)
+    target = count_params(ModelConfig(d_model=64, n_layer=4, n_head=8, ffn=ffn, qk_norm=True)).non_embedding
+    assert solve_d_model(target, n_layer=4, n_head=8, ffn=ffn, qk_norm=True) == (64, 0.0)
+    d, mismatch = solve_d_model(target, n_layer=4, n_head=8, ffn=ffn)  # without: the same d, a little short
+    assert d == 64 and mismatch == pytest.approx(-4 * 2 * 2 * 8 / target)

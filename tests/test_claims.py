@@ -212,8 +212,8 @@ def test_a_finished_run_without_a_validation_loss_counts_as_diverged_and_tuning_
     assert not Run.from_record(make_record("gelu")).diverged
 
 
-def test_best_lr_skips_an_lr_where_a_seed_diverged():
-    """lr 0.01 has the lowest mean over its survivors (2.8), but 2 of its 3 seeds diverged: it cannot win."""
+def test_best_lr_skips_an_lr_where_most_seeds_diverged():
+    """lr 0.01 has the lowest loss over its survivors (2.8), but 2 of its 3 seeds diverged: its median is +∞."""
     runs = [Run.from_record(r) for r in [*losses("swiglu", 3.05),
                                          make_record("swiglu", 0, 2.8, lr=1e-2),
                                          *[make_record("swiglu", s, None, lr=1e-2, status="diverged") for s in (1, 2)]]]
@@ -221,7 +221,21 @@ def test_best_lr_skips_an_lr_where_a_seed_diverged():
     only_dirty = [r for r in runs if r.lr == 1e-2] + [Run.from_record(make_record("swiglu", 0, 2.7, lr=3e-2)),
                                                       Run.from_record(make_record("swiglu", 1, None, lr=3e-2,
                                                                                   status="diverged"))]
-    assert best_lr(only_dirty) == 3e-2  # no clean lr: the smaller share of divergences (1 of 2 vs 2 of 3)
+    with pytest.raises(ValueError, match="no lr has a finite median"):  # half or more diverged at every lr
+        best_lr(only_dirty)
+
+
+def test_one_bad_seed_of_three_cannot_decide_the_lr():
+    """The median: a plateaued seed (3.9) at 0.003 leaves its median at 3.0, below 0.001's 3.1, where a mean (3.3)
+    would have chosen 0.001; and one diverged seed of three is +∞ in the median, which it survives."""
+    grid = {1e-3: (3.1, 3.1, 3.1), 3e-3: (3.0, 3.0, 3.9)}
+    runs = [Run.from_record(make_record("gelu", s, loss, lr=lr)) for lr, ls in grid.items()
+            for s, loss in zip((0, 1, 2), ls)]
+    assert best_lr(runs) == 3e-3
+    runs[-1] = Run.from_record(make_record("gelu", 2, None, lr=3e-3, status="diverged"))
+    assert best_lr(runs) == 3e-3
+    runs[-2] = Run.from_record(make_record("gelu", 1, None, lr=3e-3, status="diverged"))
+    assert best_lr(runs) == 1e-3  # two of three diverged: never chosen
 
 
 def test_best_lr_counts_one_outcome_per_seed():

@@ -107,6 +107,9 @@ def test_the_default_optim_and_trainer_configs_are_typed():
         ("optim.eps=0", "optim.eps: must be > 0, got 0"),
         ("optim.grad_clip=-1", "optim.grad_clip: must be > 0, got -1 (null turns clipping off)"),
         ("+optim.momentum=0.9", "optim.momentum: unknown setting; optim has: lr, min_lr_ratio"),
+        ("optim.z_loss=-1e-4", "optim.z_loss: must be ≥ 0, got -0.0001 (PaLM used 1e-4; 0 turns it off)"),
+        ("optim.z_loss=lots", "optim.z_loss: expected a number, got 'lots'"),
+        ("optim.z_loss=true", "optim.z_loss: expected a number, got True"),
     ],
 )
 def test_bad_optim_settings_name_the_field(override, message):
@@ -322,3 +325,58 @@ def test_compose_many_with_a_cache_composes_each_override_list_once_and_hands_ou
     assert [c.ffn.act for c in first] == ["relu", "gelu", "relu"] and again[1].seed == 3
     first[0].seed = 99  # a copy: what the cache holds is untouched
     assert compose_many([["ffn=relu"]], cache=cache)[0].seed != 99 and len(calls) == 3
+
+
+def test_init_qk_norm_and_z_loss_are_read_and_default_to_todays_runs():
+    default = compose([])
+    mcfg, optim = model_config(default, 256), optim_config(default.optim)
+    assert (mcfg.init, mcfg.qk_norm, optim.z_loss) == ("gpt2", False, 0.0)
+    for name in ("base", "micro", "mini", "small", "tiny"):  # every model group says them
+        assert {"init": "gpt2", "qk_norm": False}.items() <= dict(compose([f"model={name}"]).model).items(), name
+    changed = compose(["model.init=fan_in", "model.qk_norm=true", "optim.z_loss=1e-4"], return_hydra_config=True)
+    mcfg = model_config(changed, 256)
+    assert (mcfg.init, mcfg.qk_norm, optim_config(changed.optim).z_loss) == ("fan_in", True, 1e-4)
+    assert str(changed.hydra.sweep.subdir) == \
+        "gelu-b4-nobias-model.init=fan_in-model.qk_norm=true-optim.z_loss=1e-4-s0"
+    assert model_config({"ffn": {"act": "gelu"}, "model": {"seq_len": 8, "d_model": 16, "n_layer": 1, "n_head": 2}},
+                        256).init == "gpt2"  # a model node without them (an older run's config)
+    with pytest.raises(ConfigError, match="^model.init: expected gpt2 or fan_in, got 'xavier'$"):
+        model_config(compose(["model.init=xavier"]), 256)
+    with pytest.raises(ConfigError, match="^model.qk_norm: expected true or false, got 'maybe'$"):
+        model_config(compose(["model.qk_norm=maybe"]), 256)
+    with pytest.raises(ConfigError, match="^model.qk_norm: heads of d_model/n_head = 128/64 = 2 dimensions"):
+        model_config(compose(["model.qk_norm=true", "model.n_head=64"]), 256)
+
+
+def test_a_record_from_before_init_qk_norm_and_z_loss_is_the_same_run_as_todays_default():
+    from omegaconf import OmegaConf
+
+    today = OmegaConf.to_container(compose([]), resolve=True)
+    before = {**today, "model": {k: v for k, v in today["model"].items() if k not in ("init", "qk_norm")},
+              "optim": {k: v for k, v in today["optim"].items() if k != "z_loss"}}
+    assert "init" in today["model"] and "z_loss" in today["optim"]
+    assert identity_diff(before, today) == {} and identity_key(before) == identity_key(today)
+    for override, key, then, now in (("model.init=fan_in", "model.init", "gpt2", "fan_in"),
+                                     ("model.qk_norm=true", "model.qk_norm", False, True),
+                                     ("optim.z_loss=1e-4", "optim.z_loss", 0.0, 1e-4)):
+        other = OmegaConf.to_container(compose([override]), resolve=True)
+        assert identity_diff(before, other) == {key: (then, now)}, override
+        assert identity_key(before) != identity_key(other), override
+
+
+def test_a_fixed_budget_counts_qk_norms():
+    """A budget between d_model 64 and 68 (mini: 4 layers of 4 heads), a little nearer 68 without QK-norm; the
+    QK-norms' 4·2·2·16 parameters at 64 tip it to 64."""
+    from ffnbench.accounting import count_params
+
+    def at(d: int, qk_norm: bool) -> int:
+        return count_params(model_config(compose(["model=mini", f"model.d_model={d}", f"model.qk_norm={qk_norm}"]),
+                                         256)).non_embedding
+
+    assert at(64, True) - at(64, False) == 4 * 2 * 2 * 16
+    target = (at(64, False) + at(68, False)) // 2 + 50
+    assert abs(at(68, False) - target) < abs(at(64, False) - target)
+    assert abs(at(64, True) - target) < abs(at(68, True) - target)
+    budget = ["model=mini", f"model.non_embedding_params={target}", "model.max_budget_mismatch=0.5"]
+    assert model_config(compose(budget), 256).d_model == 68
+    assert model_config(compose([*budget, "model.qk_norm=true"]), 256).d_model == 64

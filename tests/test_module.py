@@ -280,3 +280,39 @@ def test_under_mixed_precision_only_the_forward_runs_in_autocast():
     trainer.fit(module, train_dataloaders=batches)
     assert seen == {"forward": [True, True], "backward": [False, False], "optimizer step": [False, False]}
     assert trainer.global_step == 2
+
+
+@pytest.mark.parametrize("z_loss", [0.0, 1e-2])
+def test_the_training_loss_adds_z_loss_only_when_asked_and_validation_stays_cross_entropy(z_loss):
+    import lightning as L
+
+    from ffnbench.model import GPT
+
+    cfg = ModelConfig(vocab_size=64, seq_len=16, d_model=32, n_layer=1, n_head=2)
+    module = LMModule(cfg, OptimConfig(lr=1e-3, warmup_steps=0, z_loss=z_loss), seed=0, total_steps=2,
+                      tokens_per_step=4 * 16)
+    calls: list[tuple[int, dict]] = []
+    module.model.register_forward_pre_hook(lambda m, args, kwargs: calls.append((len(args), kwargs)), with_kwargs=True)
+    losses: list[torch.Tensor] = []
+
+    class Watch(L.Callback):
+        def on_before_backward(self, trainer, pl_module, loss):
+            losses.append(loss.detach().clone())
+
+    x = torch.randint(0, 64, (2, 4, 17), generator=torch.Generator().manual_seed(0))
+    batches = torch.utils.data.DataLoader([(x[:, :, :-1], x[:, :, 1:])], batch_size=None)  # one batch of 2 steps
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=2, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0, callbacks=[Watch()])
+    trainer.fit(module, train_dataloaders=batches)
+    # the call of today's runs, model(x, y), unless z_loss is on
+    assert calls == [(2, {"z_loss": z_loss} if z_loss else {})] * 2
+    fresh = GPT(cfg, seed=0)  # the first step's loss, from the same init
+    with torch.no_grad():
+        ce = fresh(x[0, :, :-1], x[0, :, 1:])
+        assert torch.equal(losses[0], fresh(x[0, :, :-1], x[0, :, 1:], z_loss=z_loss) if z_loss else ce)
+    assert (losses[0] > ce + 1e-3) if z_loss else torch.equal(losses[0], ce)
+    calls.clear()
+    module.on_validation_epoch_start()
+    with torch.no_grad():
+        module.validation_step((x[0, :, :-1], x[0, :, 1:]), 0)
+    assert calls == [(2, {})]  # validation: the plain cross-entropy

@@ -16,7 +16,6 @@ from ffnbench.ffn import VARIANTS
 from ffnbench.report import method
 from ffnbench.report.comparisons import comparisons, primary_runs, variant_order
 from ffnbench.result import RunResult
-from ffnbench.tables import MISSING
 
 SECTIONS = ("# ffnbench report", "## Method", "## Claims", "## Results by comparison", "## Figures", "## Runs not used",
             "## Provenance")
@@ -218,11 +217,12 @@ def test_tuned_variants_make_one_comparison_and_the_learning_rates_section_says_
     text = report.write_report(write_sweep(tmp_path / "s", tuning + judged), bench_files=[]).read_text()
     section = text.split("## Learning rates", 1)[1].split("\n## ", 1)[0]
     relu = next(line for line in section.splitlines() if line.startswith("| relu-b4-nobias"))
-    assert "| 0.001: 3.2075 ± 0.0007; 0.003: 3.1075 ± 0.0007; 0.01: 3.1575 ± 0.0007 | **0.003** |" in relu
-    assert relu.endswith("| lowest mean final loss over tuning seeds 7, 8 |")
+    assert "| 0.001: 3.208 (n=2); 0.003: 3.107 (n=2); 0.01: 3.157 (n=2) | **0.003** |" in relu
+    assert relu.endswith("| lowest median final loss over tuning seeds 7, 8 |")
     gelu = next(line for line in section.splitlines() if line.startswith("| gelu-b4-nobias"))
-    assert "0.01: – (2 diverged)" in gelu and "| **0.001** |" in gelu  # finished without a loss = diverged
-    assert "lrs where a seed diverged rank last (0.01) — **at the lower edge of the grid**" in gelu
+    assert "0.01: ∞ (n=2) (2 diverged)" in gelu and "| **0.001** |" in gelu  # finished without a loss = diverged
+    assert ("half or more of the seeds diverged at 0.01 (never chosen) — **optimum not bracketed (at the lower edge "
+            "of 3 lrs)**") in gelu
     assert "each variant at the lr its tuning runs chose" in text and "| relu-b4-nobias (lr 0.003) |" in text
 
 
@@ -320,18 +320,23 @@ def test_the_seeds_for_a_target_halfwidth_say_they_use_the_seed_to_seed_sd_only(
     assert "validation-window part of the interval does not shrink with more seeds" in above
 
 
-def test_why_says_when_divergences_decided_and_no_lr_says_what_happened():
-    from ffnbench.report.lrs import lr_section, why
+def test_the_choice_says_when_the_median_and_the_mean_disagree_and_no_lr_says_what_happened():
+    from ffnbench.lr_protocol import describe_choice
+    from ffnbench.report.lrs import lr_section
 
-    grid = [(1e-3, 3.2, 3.2), (3e-3, 3.0, None), (1e-2, 3.1, 3.1)]  # 0.003 is lowest but diverged on seed 8
-    runs = [run_of(tuning_record("relu", s, lr, loss, status="finished" if loss is not None else "diverged"))
-            for lr, *losses in grid for s, loss in zip((7, 8), losses)]
-    assert why(runs, 1e-2).startswith("lowest mean final loss among the lrs where no seed diverged, over tuning "
-                                      "seeds 7, 8; lrs where a seed diverged rank last (0.003)")
-    clean = [r for r in runs if r.lr != 3e-3]
-    assert why(clean, 1e-2).startswith("lowest mean final loss over tuning seeds 7, 8")
+    # 0.003 has the lowest median (3.0); seed 9's plateau (3.9) moves its mean above 0.01's
+    grid = [(1e-3, 3.2, 3.2, 3.2), (3e-3, 3.0, 3.0, 3.9), (1e-2, 3.1, 3.1, 3.1)]
+    runs = [run_of(tuning_record("relu", s, lr, loss)) for lr, *losses in grid for s, loss in zip((7, 8, 9), losses)]
+    assert describe_choice(runs, 3e-3) == ("lowest median final loss over tuning seeds 7, 8, 9; the mean would have "
+                                           "chosen 0.01 (an unstable seed moves a mean, not a median)")
+    walled = [*runs, *(run_of(tuning_record("relu", s, 2e-2, None, status="diverged")) for s in (7, 8))]
+    assert "half or more of the seeds diverged at 0.02 (never chosen)" in describe_choice(walled, 3e-3)
+    edge = [r for r in runs if r.lr != 1e-3]
+    assert describe_choice(edge, 3e-3).endswith("— **optimum not bracketed (at the lower edge of 2 lrs)**: a better lr "
+                                                "may lie beyond")
     failed = [run_of(tuning_record("gelu", 7, 1e-3, None, status="diverged")),
               run_of(tuning_record("gelu", 8, 1e-3, None, status="failed"))]
     row = next(line for line in lr_section(failed) if line.startswith("| gelu-b4-nobias"))
-    assert "| none | no finished tuning run (1 diverged, 1 failed or other): its judged runs cannot run |" in row
-    assert f"| 0.001: {MISSING} (1 diverged, 1 failed or other) |" in row  # the failed run is counted where it ran
+    assert "| none | no lr with a finite median (1 of 2 tuning runs diverged, 1 failed or other): its judged runs " \
+           "cannot run |" in row
+    assert "| 0.001: ∞ (n=2) (1 diverged, 1 failed or other) |" in row  # the failed run is counted where it ran

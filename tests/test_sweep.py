@@ -38,8 +38,12 @@ EXPECTED_RUNS = {  # the grids of conf/experiment/*.yaml, counted by hand
     # only), depth 2, matched init, d_model 32
     "cpu_claims": (8 * 6 + 8 * 6) + (2 * 4 + 4) + (3 + 6) + (3 * 3 + 3 * 5) + (4 * 3 + 4 * 5) + 2 * 4 * 3
                   + (2 * 3 + 2 * 5) + (4 * 3 + 4 * 5) + (4 * 3 + 4 * 5),
+    # tuning (7 lrs × 3 seeds; the short grids 5 × 2) + judged seeds, per arm: headline (+ relu's C6 lrs), fan_in
+    # init, length under both inits, C7, C1 (4 widths), C8, tiny, stability; the planner adds bracketing runs
+    "cpu_robust": (8 * 21 + 15 + 8 * 6) + (4 * 21 + 4 * 6) + 2 * (3 * 10 + 3 * 4) + (21 + 6) + (4 * 21 + 4 * 5)
+                  + (2 * 21 + 2 * 5) + (3 * 10 + 3 * 4) + (3 * 10 + 3 * 4),
 }
-BIG = ("full", "cpu_claims")  # expanded, not composed job by job (hundreds of runs: slow)
+BIG = ("full", "cpu_claims", "cpu_robust")  # expanded, not composed job by job (hundreds of runs: slow)
 
 
 def micro_args(tmp: Path) -> list[str]:
@@ -172,7 +176,7 @@ def test_a_two_stage_sweep_tunes_each_variant_then_judges_it_on_fresh_seeds_at_i
     out = run_sweep(*args, tmp=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "8 runs: 0 skipped (already done), 0 resumed, 4 started, 4 after the lr-tuning stage" in out.stdout
-    assert "lr-tuning stage done: 4 runs at their tuned lrs" in out.stdout
+    assert "lr-tuning round 1 done: 4 runs at their tuned lrs, 0 tuning runs or retries" in out.stdout
     assert "0 of 8 runs done; time left: unknown until a run of this sweep finishes here" in out.stdout
     assert "sweep progress: 4 of 8 runs done; about" in out.stdout  # the first judged run, after the tuning stage
     done = list(results(tmp_path, "linear").values())

@@ -25,6 +25,7 @@ from ffnbench.claims.pairing import Comparison, PairKey, compare_sides, matched_
 from ffnbench.claims.registry import CLAIM_IDS, CLAIMS, evaluate
 from ffnbench.claims.runs import (
     MODEL_FACTORS,
+    RUN_FACTORS,
     Run,
     by_seed,
     describe_setting,
@@ -35,7 +36,8 @@ from ffnbench.claims.runs import (
 )
 
 __all__ = [
-    "BENCH_GLOB", "CLAIMS", "CLAIM_IDS", "MODEL_FACTORS", "Claim", "ClaimResult", "Comparison", "Evidence",
+    "BENCH_GLOB", "CLAIMS", "CLAIM_IDS", "MODEL_FACTORS", "RUN_FACTORS", "Claim", "ClaimResult", "Comparison",
+    "Evidence",
     "Observations", "PairKey", "Run", "alignment_rows", "by_seed", "compare_sides", "describe_setting", "evaluate",
     "evaluate_claim", "find_bench_files", "fmt_ci", "fmt_interval", "fmt_mean_std", "fmt_p", "group_by",
     "linear_collapse_error", "matched_key", "per_seed_mean", "primary", "stat_of", "summary_of",

@@ -25,8 +25,8 @@ from ffnbench.claims.runs import (
     outcomes_by_seed,
     run_by_seed,
     setting_without,
-    summary_of,
 )
+from ffnbench.lr_protocol import best_lr
 from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Paired, Verdict
 
 BOOTSTRAP = "hierarchical bootstrap over seeds and validation windows"
@@ -264,29 +264,6 @@ class Comparison:
         return lines
 
 
-def best_lr(runs: list[Run]) -> float:
-    """The lr to judge a variant at: among the lrs with a finished run, the lowest fraction of diverged runs
-    (an lr where any seed diverged cannot beat a clean one), then the lowest mean final loss over its
-    finished runs, then the smaller lr."""
-    def rank(lr: float) -> tuple:
-        at = list(outcomes_by_seed(r for r in runs if r.lr == lr).values())  # one outcome per seed: failed,
-        return (sum(r.diverged for r in at) / len(at), summary_of(at).mean, lr)  # running or extra runs don't dilute
-
-    return min({r.lr for r in runs if r.usable}, key=rank)
-
-
-def tuning_key(r: Run) -> tuple:
-    """What a run shares with the tuning runs that choose its lr (ffnbench.tuning): everything but the lr and seed."""
-    return (r.setting, r.act, r.sizing, r.ratio, r.bias, r.multiple_of)
-
-
-def chosen_lrs(tuning: Iterable[Run]) -> dict[tuple, float]:
-    """{tuning_key: the lr best_lr picks from those tuning runs} over the groups where some run finished — the
-    choice `make sweep` made for the judged runs with optim.lr=tuned (ffnbench.tuning.choose_lr)."""
-    groups = group_by((r for r in tuning if r.role == "tuning"), tuning_key)
-    return {k: best_lr(rs) for k, rs in groups.items() if any(r.usable for r in rs)}
-
-
 def _lrs(runs: list[Run]) -> tuple[set[float], set[float]]:
     """(lrs with a finished run, lrs with an outcome: finished or diverged)."""
     return {r.lr for r in runs if r.usable}, {r.lr for r in runs if r.usable or r.diverged}
@@ -299,7 +276,10 @@ def _best_lr_runs(side: list[Run], tuned: bool) -> tuple[float, tuple[Run, ...]]
     pool = [r for r in side if r.role == "tuning"] if tuned else side
     if len(_lrs(pool)[0]) < (1 if tuned else 2):  # tuning runs choose even when one lr finished: make sweep did
         return None
-    lr = best_lr(pool)
+    try:
+        lr = best_lr(pool)
+    except ValueError:  # half or more of the seeds diverged at every lr: no lr to judge it at
+        return None
     return lr, tuple(r for r in side if r.lr == lr and r.role != "tuning")
 
 

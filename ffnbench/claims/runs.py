@@ -14,10 +14,15 @@ from ffnbench.stats import Summary
 
 DEFAULT_MAX_MISMATCH = 0.02  # train.yaml's ffn.max_mismatch, for records that lack it
 # The model factors a run's setting names: runs that agree on all of them are comparable.
-MODEL_FACTORS = ("name", "d_model", "n_layer", "n_head", "seq_len", "non_embedding_params", "ffn_init")
+MODEL_FACTORS = ("name", "d_model", "n_layer", "n_head", "seq_len", "non_embedding_params", "ffn_init", "init",
+                 "qk_norm")
+# The factors outside the model a setting names too: the training length and the stability options.
+RUN_FACTORS = (("trainer", "tokens_per_param"), ("optim", "z_loss"))
 
-# Records written before a factor existed count as its default (ffn_init came with the matched-init option).
-MODEL_DEFAULTS = {"ffn_init": "gpt2"}
+# Records written before a factor existed count as its default (ffn_init came with the matched-init option, init,
+# qk_norm and z_loss with the robust protocol).
+MODEL_DEFAULTS = {"ffn_init": "gpt2", "init": "gpt2", "qk_norm": False}
+RUN_DEFAULTS = {"optim.z_loss": 0.0}
 
 Setting = tuple[tuple[str, Any], ...]  # (("model.name", "small"), ...): hashable, in MODEL_FACTORS order
 
@@ -82,7 +87,8 @@ class Run:
             budget_mismatch=float(ffn.get("budget_mismatch") or 0.0),
             max_mismatch=float(cfg.get("ffn", {}).get("max_mismatch", DEFAULT_MAX_MISMATCH)),
             lr=float(cfg["optim"]["lr"]),
-            setting=tuple((f"model.{k}", cfg["model"].get(k, MODEL_DEFAULTS.get(k))) for k in MODEL_FACTORS),
+            setting=(*((f"model.{k}", cfg["model"].get(k, MODEL_DEFAULTS.get(k))) for k in MODEL_FACTORS),
+                     *((f"{g}.{k}", cfg.get(g, {}).get(k, RUN_DEFAULTS.get(f"{g}.{k}"))) for g, k in RUN_FACTORS)),
             loss=result.metric("final_val_loss"),
             bpb=result.metric("final_val_bpb"),
             init=(result.ffn_stats.get("init") or {}).get("mean"),
@@ -140,6 +146,14 @@ def describe_setting(setting: Setting) -> str:
     init = s.get("model.ffn_init")
     if init is not None and init != MODEL_DEFAULTS["ffn_init"]:
         text += f", {init} FFN init"
+    if s.get("model.init") not in (None, MODEL_DEFAULTS["init"]):
+        text += f", {s['model.init']} init"
+    if s.get("model.qk_norm"):
+        text += ", qk-norm"
+    if s.get("optim.z_loss"):
+        text += f", z-loss {s['optim.z_loss']:g}"
+    if s.get("trainer.tokens_per_param") is not None:
+        text += f", {s['trainer.tokens_per_param']:g} tokens/param"
     return text + ")"
 
 

@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
-from ffnbench.claims.pairing import PairKey, best_lr, chosen_lrs, matched_key, tuning_key
+from ffnbench.claims.pairing import PairKey, matched_key
 from ffnbench.claims.runs import Run, group_by, per_seed_mean, stat_of
+from ffnbench.lr_protocol import best_lr, chosen_lrs, tuning_key
 from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Summary, Verdict
 
 DEAD_REPORTED = 0.4  # C6: "40%+ of ReLU units dead"

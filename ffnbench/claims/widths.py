@@ -10,8 +10,9 @@ from typing import NamedTuple
 from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
-from ffnbench.claims.pairing import FRESH_SEEDS, ONE_LR, Comparison, PairKey, chosen_lrs, tuning_key
+from ffnbench.claims.pairing import FRESH_SEEDS, ONE_LR, Comparison, PairKey
 from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, outcomes_by_seed, summary_of
+from ffnbench.lr_protocol import chosen_lrs, tuning_key
 from ffnbench.stats import INCONCLUSIVE, Verdict
 
 SWEET = 4.0  # the ratio the claim calls the sweet spot

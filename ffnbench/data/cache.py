@@ -32,6 +32,7 @@ from ffnbench.tokenizer import BPE_FILE, load_tokenizer, token_dtype, tokenizer_
 SEPARATOR = "\n\n"  # after every document, for every tokenizer, so bits per byte stay comparable
 ENCODE_BATCH = 1024  # documents per tokenizer call: enough to keep its threads busy, little memory
 TOKEN_BYTES_FILE = "token_bytes.npy"
+UNIGRAM_FILE = "unigram.json"  # the training split's unigram loss, computed once per token cache
 
 
 def corpus_dir(config: DataConfig | Mapping) -> Path:
@@ -160,3 +161,21 @@ def prepare_corpus(config: DataConfig | Mapping) -> tuple[Path, dict[str, dict],
         if metas is not None:
             return tok_dir, metas, True
         return tok_dir, _build(config, tok_dir.parent, tok_dir), False
+
+
+def train_unigram_loss(tok_dir: Path, tokens: np.ndarray, vocab_size: int, train_meta: Mapping) -> float:
+    """The training split's unigram entropy in nats/token (instability.unigram_loss): the loss a model that ignores
+    the context reaches, what a plateau stays near. Computed once and kept beside train.bin, keyed by its digest."""
+    from ffnbench.instability import unigram_loss
+
+    path = tok_dir / UNIGRAM_FILE
+    key = train_meta.get("blake2b") or train_meta.get("content_hash")
+    try:
+        cached = json.loads(path.read_text())
+        if cached.get("train") == key and isinstance(cached.get("unigram_loss"), float):
+            return cached["unigram_loss"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    loss = unigram_loss(np.bincount(np.asarray(tokens), minlength=vocab_size).tolist())
+    write_json_atomic(path, {"train": key, "unigram_loss": loss})
+    return loss

@@ -15,7 +15,7 @@ import torch
 from omegaconf import DictConfig
 
 from ffnbench.data.batches import TokenWindows, TrainBatches, ValBatches, check_windows, val_window_offsets
-from ffnbench.data.cache import TOKEN_BYTES_FILE, cached_metas, prepare_corpus, token_dir
+from ffnbench.data.cache import TOKEN_BYTES_FILE, cached_metas, prepare_corpus, token_dir, train_unigram_loss
 from ffnbench.data.config import DataConfig, data_config
 from ffnbench.data.corpus import SPLITS
 from ffnbench.errors import DataError
@@ -39,6 +39,7 @@ class LMDataModule(L.LightningDataModule):
         self.vocab_size = vocab_size_for(self.config.as_dict())
         self.batch_size = self.config.batch_size
         self.info: dict[str, Any] = {}
+        self.unigram_loss: float | None = None
         self.train_tokens: np.ndarray | None = None
         self.val_tokens: np.ndarray | None = None
         self.val_bytes_per_token: float | None = None
@@ -82,6 +83,7 @@ class LMDataModule(L.LightningDataModule):
         self.val_bytes_per_token, self.final_val_bytes_per_token = (
             float(token_bytes[TokenWindows(self.val_tokens, self.seq_len)(offsets)[1].numpy()].mean())
             for offsets in (self.val_offsets, self.final_val_offsets))
+        self.unigram_loss = train_unigram_loss(self.token_dir, self.train_tokens, self.vocab_size, metas["train"])
         seconds = self._prepared.get("seconds", 0.0) + time.perf_counter() - start
         self.info = self._describe(metas, seconds)
 
@@ -100,6 +102,7 @@ class LMDataModule(L.LightningDataModule):
             "val_bytes_per_token": self.val_bytes_per_token,
             "final_val_windows": len(self.final_val_offsets),
             "final_val_bytes_per_token": self.final_val_bytes_per_token,
+            "unigram_loss": self.unigram_loss,  # nats/token of the training split: what a plateau stays near
             "cache_dir": str(self.token_dir),
             "from_cache": self._prepared.get("from_cache"),  # None on a rank that did not prepare
             "seconds": seconds,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ffnbench.claims import Run, group_by
-from ffnbench.claims.pairing import chosen_lrs, tuning_key
 from ffnbench.ffn import VARIANTS
+from ffnbench.lr_protocol import chosen_lrs, tuning_key
 
 _ACT_ORDER = {name: i for i, name in enumerate(VARIANTS)}
 

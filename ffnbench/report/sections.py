@@ -24,6 +24,7 @@ from ffnbench.claims.pairing import paired_difference
 from ffnbench.report.comparisons import comparisons, mean_of, reference_label
 from ffnbench.report.costs import costs_section
 from ffnbench.report.figures import FIGURES_DIR
+from ffnbench.report.instabilities import instability_section
 from ffnbench.report.load import RESULTS_FILE, Loaded, Unused, first_line
 from ffnbench.report.lrs import lr_section
 from ffnbench.report.method import method_section
@@ -46,6 +47,7 @@ def render(loaded: Loaded, results: list[ClaimResult], figures: list[tuple[str, 
     lines += method_section(results, loaded.runs)
     lines += claims_section(results)
     lines += lr_section(loaded.runs)
+    lines += instability_section(loaded.runs)
     lines += results_section(loaded.runs)
     lines += costs_section(loaded.runs)
     lines += ["## Figures", ""]

@@ -1,0 +1,96 @@
+"""REPORT.md's "Instabilities" section, and each run's instabilities (ffnbench.instability): as its record holds
+them, or, for a record written before they were recorded, recounted from its curves with the thresholds of its
+config (the defaults where it names none) and the unigram loss of its corpus (computed from the corpus, which
+`ffnbench.data` prepares offline for the local sources, when the record does not hold it)."""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from ffnbench.claims import Run, describe_setting, group_by
+from ffnbench.instability import KINDS, Instability, Thresholds, detect
+from ffnbench.report.comparisons import variant_order
+from ffnbench.tables import markdown_table
+
+
+@functools.cache
+def _corpus_unigram(data_json: str) -> float | None:
+    """The unigram loss of a record's corpus, from its data config (JSON, to be hashable); None when the corpus
+    cannot be had here (a hub source offline)."""
+    import json
+
+    from ffnbench.data.cache import prepare_corpus, train_unigram_loss
+    from ffnbench.errors import FFNBenchError
+
+    config = json.loads(data_json)
+    # the record's cache_dir is the machine's that trained it: this machine's own default holds the same tokens
+    config["cache_dir"] = os.environ.get("FFNBENCH_CACHE") or str(Path.home() / ".cache" / "ffnbench")
+    try:
+        tok_dir, metas, _ = prepare_corpus(config)
+    except (FFNBenchError, OSError, ImportError):
+        return None
+    tokens = np.memmap(tok_dir / "train.bin", mode="r", dtype=metas["train"]["dtype"])
+    return train_unigram_loss(tok_dir, tokens, int(tokens.max()) + 1, metas["train"])
+
+
+def unigram_of(r: Run) -> float | None:
+    """The unigram loss of the run's training split, nats/token."""
+    import json
+
+    value = (r.result.data or {}).get("unigram_loss")
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    data = (r.result.config or {}).get("data")
+    return _corpus_unigram(json.dumps(data, sort_keys=True)) if data else None
+
+
+@functools.cache
+def instabilities(r: Run) -> tuple[Instability, ...]:
+    """The run's instabilities: recorded, or recounted (module docstring)."""
+    recorded = r.result.instabilities
+    if recorded is not None:
+        return tuple(Instability.from_dict(i) for i in recorded)
+    cfg = r.result.config or {}
+    train = r.result.train_curve
+    return tuple(detect(
+        status="diverged" if r.diverged else r.status, steps=r.result.steps,
+        val_curve=[(int(p["step"]), float("nan") if p.get("val_loss") is None else float(p["val_loss"]))
+                   for p in r.result.curve or []],
+        train_curve=None if train is None else [(int(s), float("nan") if v is None else float(v)) for s, v in train],
+        unigram_loss=unigram_of(r), warmup_steps=int((cfg.get("optim") or {}).get("warmup_steps") or 0),
+        thresholds=Thresholds.from_config(cfg.get("instability"))))
+
+
+def kinds_of(r: Run) -> set[str]:
+    return {i.kind for i in instabilities(r)}
+
+
+def instability_section(runs: list[Run]) -> list[str]:
+    """Per variant, setting and lr with an instability: how many of its runs had each kind (diverged, plateau,
+    spike), tuning and judged runs alike; nothing when no run had one."""
+    groups = group_by(sorted(runs, key=lambda r: (str(r.setting), variant_order(r), r.lr)),
+                      lambda r: (r.label, r.setting, r.lr))
+    rows = []
+    for (label, setting, lr), group in groups.items():
+        counts = Counter(k for r in group for k in kinds_of(r))
+        if not counts:
+            continue
+        rows.append([label, describe_setting(setting), f"{lr:g}", len(group), *(counts.get(k, 0) or "" for k in KINDS),
+                     "; ".join(f"s{r.seed}: " + ", ".join(i.describe() for i in instabilities(r))
+                               for r in group if instabilities(r))])
+    total = sum(bool(instabilities(r)) for r in runs)
+    thresholds = {Thresholds.from_config((r.result.config or {}).get("instability")) for r in runs}
+    rule = "; ".join(t.describe() for t in thresholds) if thresholds else Thresholds().describe()
+    lines = ["## Instabilities", "",
+             f"{total} of {len(runs)} runs had an instability ({rule}). A run that had one stays in every statistic: "
+             "it is an outcome of its variant at its lr.", ""]
+    if rows:
+        lines += markdown_table(["variant", "setting", "lr", "runs", *KINDS, "which"], rows)
+        lines.append("")
+    return lines
