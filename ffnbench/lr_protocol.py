@@ -35,19 +35,33 @@ SHORT_MIN_LRS, SHORT_MIN_SEEDS = 5, 2  # the shortest grid a robust preset may g
 NOT_BRACKETED = "optimum not bracketed"
 
 
+ANCHOR = 1e-3  # the half-octave lattice every grid and extension sits on: 0.001·2^(k/2), k an integer
+
+
 def round_lr(lr: float) -> float:
     """`lr` to SIG_DIGITS significant digits (0.0056568… → 0.00566), as grids and extensions write it."""
     return float(f"{lr:.{SIG_DIGITS}g}")
 
 
+def lattice_index(lr: float) -> int:
+    """k of the lattice point 0.001·2^(k/2) nearest to `lr`."""
+    return round(2 * math.log2(lr / ANCHOR))
+
+
+def lattice_lr(k: int) -> float:
+    return round_lr(ANCHOR * 2 ** (k / 2))
+
+
 def half_octave_grid(low: float, n: int) -> list[float]:
-    """n lrs from `low` up, ×√2 apart, rounded (round_lr): half_octave_grid(0.001, 3) == [0.001, 0.00141, 0.002]."""
-    return [round_lr(low * STEP**k) for k in range(n)]
+    """n lattice lrs from the one nearest `low` up, ×√2 apart: half_octave_grid(0.001, 3) == [0.001, 0.00141, 0.002].
+    On the lattice, a grid written from any of its points and its extensions name the same (rounded) lrs."""
+    k = lattice_index(low)
+    return [lattice_lr(k + i) for i in range(n)]
 
 
 def next_lr(edge: float, direction: str) -> float:
-    """The lr one half-octave beyond `edge` ("up" or "down"), rounded as a grid writes it."""
-    return round_lr(edge * STEP if direction == "up" else edge / STEP)
+    """The lattice lr one half-octave beyond `edge` ("up" or "down")."""
+    return lattice_lr(lattice_index(edge) + (1 if direction == "up" else -1))
 
 
 @dataclass(frozen=True)
