@@ -94,7 +94,8 @@ def test_from_training_reads_the_history_as_documented():
     assert (record.steps, record.tokens, record.total_steps, record.resumed_from_step) == (20, 1280, 100, 10)
     assert record.flops["total_training"] == record.flops["per_token_training"] * 1280
     assert record.model == {"name": "micro", "d_model": 16, "n_layer": 1, "n_head": 2, "seq_len": 8,
-                            "vocab_size": 256, "ffn_init": "gpt2", "init": "gpt2", "qk_norm": False, "non_embedding_params_target": None,
+                            "vocab_size": 256, "ffn_init": "gpt2", "init": "gpt2", "qk_norm": False,
+                            "non_embedding_params_target": None,
                             "non_embedding_mismatch": None}
     assert record.val_windows is None and "val_windows" not in record.to_json()  # no final set: not written
     assert record.ffn["d_ff"] == 64 and record.ffn["label"] == "relu-b4-nobias"

@@ -115,8 +115,8 @@ def test_a_bracketed_or_undecided_choice_extends_nothing(tmp_path):
     judged = {**config("gelu"), "lr_protocol": robust()}
     assert extension(judged, inside, jobs_of(inside), 0) == []
     # the top lr diverged on both seeds: the wall brackets the optimum from above
-    walled = grid(tmp_path, {0.001: (3.3, 3.3), 0.00141: (3.0, 3.0)}, act="relu") + [
-        tuning_run(tmp_path, "relu", s, 0.002, None, "diverged") for s in (100, 101)]
+    walled = [*grid(tmp_path, {0.001: (3.3, 3.3), 0.00141: (3.0, 3.0)}, act="relu"),
+              *(tuning_run(tmp_path, "relu", s, 0.002, None, "diverged") for s in (100, 101))]
     assert extension(config("relu") | {"lr_protocol": robust()}, walled, jobs_of(walled), 0) == []
     waiting = grid(tmp_path, {0.001: (3.3, 3.3), 0.002: (3.1, None)}, act="swish")
     assert extension(config("swish") | {"lr_protocol": robust()}, waiting, jobs_of(waiting), 0) == []
@@ -137,8 +137,8 @@ def test_a_robust_preset_refuses_a_thin_grid_before_any_run(tmp_path, losses, pr
 def test_lrs_on_different_seeds_and_protocol_values_out_of_range_are_refused(tmp_path):
     from ffnbench.lr_protocol import LrProtocol
 
-    runs = grid(tmp_path, {x: (3.0, 3.0) for x in (0.001, 0.00141, 0.002, 0.00283)}) + [
-        tuning_run(tmp_path, "gelu", 102, 0.004, 3.0), tuning_run(tmp_path, "gelu", 103, 0.004, 3.0)]
+    runs = [*grid(tmp_path, {x: (3.0, 3.0) for x in (0.001, 0.00141, 0.002, 0.00283)}),
+            tuning_run(tmp_path, "gelu", 102, 0.004, 3.0), tuning_run(tmp_path, "gelu", 103, 0.004, 3.0)]
     with pytest.raises(ConfigError, match="its tuning lrs ran on different seeds"):
         check_tuning([({**config("gelu"), "lr_protocol": robust()}, "gelu-s0")], runs)
     for bad, match in (({"bracket_cap": -1}, r"lr_protocol.bracket_cap: must be an integer ≥ 0, got -1 \(0: never"),
