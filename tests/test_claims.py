@@ -343,20 +343,22 @@ def lr_is(a: float, b: float) -> bool:
     return math.isclose(a, b)
 
 
-def test_tuning_runs_are_judged_by_no_statistic():
-    """A relu tuning run with 0.99 zeros after training changes neither C5's trained reading nor C6's table."""
+def test_tuning_runs_are_judged_by_no_loss_or_zero_statistic():
+    """A relu tuning run with 0.99 zeros after training does not change C5's trained reading. (C6 reads tuning runs
+    on purpose: relu's lr grid is where its dead fraction per lr is measured, each lr's seeds independent.)"""
     judged = [make_record(act, s, 3.0, zero_final=0.5 + 0.001 * s if act == "relu" else 0.0) for s in (0, 1, 2)
               for act in ("relu", "gelu")]
     odd = [make_record("relu", 9, 3.0, lr=lr, zero_final=0.99, dead=0.9, config={"tuning": True})
            for lr in (3e-3, 3e-2)]
     assert verdicts(judged)["C5"].effect == verdicts(judged + odd)["C5"].effect
-    assert verdicts(judged)["C6"].details == verdicts(judged + odd)["C6"].details
+    assert "| 0.03 | 1 |" in "\n".join(verdicts(judged + odd)["C6"].details)  # the tuning run's lr, in C6's table
 
 
 def _tuned(act: str, lrs: tuple[float, float], best: float, base: float, wiggle=(0.0, 0.002, 0.001),
-           **factors) -> list[dict]:
-    """Tuning runs of one variant (seeds 7, 8) at two lrs, `best` the better one, and its judged runs at `best`."""
-    tuning = [make_record(act, s, base + (0.0 if lr == best else 0.2), lr=lr, config={"tuning": True}, **factors)
+           penalty: float = 0.02, **factors) -> list[dict]:
+    """Tuning runs of one variant (seeds 7, 8) at two lrs, `best` the better one (by `penalty`: small enough that
+    the ranking holds at both lrs, so lr-robust), and its judged runs at `best`."""
+    tuning = [make_record(act, s, base + (0.0 if lr == best else penalty), lr=lr, config={"tuning": True}, **factors)
               for s in (7, 8) for lr in lrs]
     return tuning + losses(act, base, lr=best, wiggle=wiggle, **factors)
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ffnbench import stats
+from ffnbench.claims import robust
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval, fmt_mean_std
 from ffnbench.claims.pairing import (
@@ -31,10 +32,12 @@ def comparison_claim(obs: Observations, a: str, b: str, what: str) -> tuple[Evid
     ev = Evidence()
     if best is None:
         return ev, None
-    ev.parts.append((what, best.verdict()))
-    ev.effect = f"{what} = {fmt_interval(best.diff)}"
+    checked = robust.check(best, comps, robust.verdict_rule(), what)
+    ev.parts.append((what, checked.verdict))
+    ev.effect = f"{what} = {fmt_interval(best.diff)}" + (f" [{', '.join(checked.labels)}]" if checked.labels else "")
     ev.n = best.n
     ev.details = [line for c in comps for line in c.evidence(what, c is best)]
+    ev.details += [f"- {checked.summary()} (deciding comparison, {best.where})", *checked.lines]
     ev.details += init_sensitivity(comps, best, what)
     return ev, best
 
@@ -114,14 +117,19 @@ def c8(obs: Observations) -> Evidence:
         return ev
     what = "loss(relu) − loss(swish)"
     depths = sorted({c.key.factor("model.n_layer") for c in comps})
-    deciding = []
+    deciding: list[Comparison] = []
+    robustness: list[str] = []
     for depth in depths:
-        best = primary([c for c in comps if c.key.factor("model.n_layer") == depth], obs.base_setting)
-        ev.parts.append((f"swish beats relu at {depth} layers", best.verdict()))
+        at_depth = [c for c in comps if c.key.factor("model.n_layer") == depth]
+        best = primary(at_depth, _at_depth(obs.base_setting, depth))
+        checked = robust.check(best, at_depth, robust.verdict_rule(), f"{what} at {depth} layers")
+        ev.parts.append((f"swish beats relu at {depth} layers", checked.verdict))
+        robustness.append(f"- {depth} layers: {checked.summary()} (deciding comparison, {best.where})")
+        robustness += checked.lines
         ev.n = min_n(ev.n, best.n)
         deciding.append(best)
         ev.effect += f"{'; ' if ev.effect else f'{what}: '}{depth} layers {fmt_interval(best.diff)}"
-    ev.details = [line for c in comps for line in c.evidence(what, any(c is d for d in deciding))]
+    ev.details = [line for c in comps for line in c.evidence(what, any(c is d for d in deciding))] + robustness
     if len(depths) < 2:
         ev.parts.append(("more so in deeper networks",
                          Verdict(INCONCLUSIVE, "needs two depths: run `make sweep EXP=depth`")))
@@ -142,6 +150,13 @@ def c8(obs: Observations) -> Evidence:
     ev.details.append(f"- depth interaction: [loss(relu) − loss(swish)] at {depths[-1]} layers minus at {depths[0]} "
                       f"layers = {fmt_interval(interaction)} (n = {interaction.n})")
     return ev
+
+
+def _at_depth(base, depth: int):
+    """The base setting with its depth set to `depth` (C8 decides at each depth in the base setting otherwise)."""
+    if base is None:
+        return None
+    return tuple((k, depth if k == "model.n_layer" else v) for k, v in base)
 
 
 def _depth_pair(comps: list[Comparison], shallow: int, deep: int) -> tuple[Comparison | None, Comparison | None]:

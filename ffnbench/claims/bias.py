@@ -15,11 +15,12 @@ from collections.abc import Iterable
 import numpy as np
 
 from ffnbench import stats
+from ffnbench.claims import robust
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval
 from ffnbench.claims.pairing import Comparison, PairKey, compare_sides, paired_difference, primary, window_losses
 from ffnbench.claims.runs import Run
-from ffnbench.stats import Paired
+from ffnbench.stats import Paired, Verdict
 
 # Bits per byte: a cost below this is "can be dropped". It is the former 0.01 nats/token at the byte tokenizer
 # of the CPU presets (one token = one byte: 0.01 / ln 2 = 0.0144 bpb), rounded up to 0.015, about 0.5% of the
@@ -63,18 +64,26 @@ def c7(obs: Observations) -> Evidence:
         mine = [c for c in comps if c.key.act == act]
         best = primary(mine, obs.base_setting)
         cost, noise = bpb_cost(best)
-        # Comparison.verdict applies the budget and divergence rules first; the rule then judges the bpb cost.
-        verdict = best.verdict(lambda _, d=cost: stats.verdict_below(d, BIAS_MARGIN_BPB), b_worse_supports=False)
-        ev.parts.append((f"{act}: dropping biases costs < {BIAS_MARGIN_BPB:g} bpb", verdict))
+        checked = robust.check(best, mine, _rule, f"{act}: loss(no bias) − loss(bias)")
+        ev.parts.append((f"{act}: dropping biases costs < {BIAS_MARGIN_BPB:g} bpb", checked.verdict))
         ev.n = min_n(ev.n, best.n)
         ev.effect += (f"{'; ' if ev.effect else ''}{act}: bpb(no bias) − bpb(bias) = "
-                      f"{fmt_interval(cost, unit='bpb')} ({noise})")
+                      f"{fmt_interval(cost, unit='bpb')} ({noise})"
+                      + (f" [{', '.join(checked.labels)}]" if checked.labels else ""))
+        ev.details += [f"- {act}: {checked.summary()} (deciding comparison, {best.where})", *checked.lines]
         for c in mine:
             ev.details += c.evidence(f"{act}: loss(no bias) − loss(bias)", c is best)
             if c is best:
                 ev.details += [f"  - deciding, in bits per byte: {fmt_interval(cost, unit='bpb')}; noise: {noise}",
                                f"  - tokens/s with bias {_mean_tps(c.a_runs)}, without {_mean_tps(c.b_runs)}"]
     return ev
+
+
+def _rule(c: Comparison) -> Verdict:
+    """C7's verdict of one comparison: Comparison.verdict applies the budget and divergence rules first; the rule
+    then judges its bpb cost against the margin."""
+    cost, _ = bpb_cost(c)
+    return c.verdict(lambda _, d=cost: stats.verdict_below(d, BIAS_MARGIN_BPB), b_worse_supports=False)
 
 
 def margin_in_nats(bytes_per_token: float = 1.0) -> float:

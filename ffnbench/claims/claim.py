@@ -10,7 +10,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ffnbench import stats
-from ffnbench.claims.runs import Run, Setting
+from ffnbench.claims.runs import Run, Setting, is_reference
 from ffnbench.stats import INCONCLUSIVE, Verdict
 
 KINDS = ("analytic", "trained", "benchmark")
@@ -39,10 +39,13 @@ class Observations:
 
     @cached_property
     def base_setting(self) -> Setting | None:
-        """The sweep's most common setting among usable runs: where a claim's deciding comparison is taken
-        when others tie."""
+        """The sweep's most common reference setting (runs.is_reference) among usable runs: where a claim's deciding
+        comparison is taken (pairing.primary)."""
         counts = Counter(r.setting for r in self.runs if r.usable)
-        return min(counts, key=lambda s: (-counts[s], str(s))) if counts else None
+        reference = Counter({s: n for s, n in counts.items() if is_reference(s)}) or counts
+        # a tie goes to the shorter training: the longer one is the length check's (claims.robust)
+        return min(reference, key=lambda s: (-reference[s], dict(s).get("trainer.tokens_per_param") or 0, str(s))) \
+            if reference else None
 
 
 @dataclass

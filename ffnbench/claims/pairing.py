@@ -22,6 +22,7 @@ from ffnbench.claims.runs import (
     by_seed,
     describe_setting,
     group_by,
+    is_reference,
     outcomes_by_seed,
     run_by_seed,
     setting_without,
@@ -164,6 +165,9 @@ class Comparison:
     a_runs: tuple[Run, ...]
     b_runs: tuple[Run, ...]
     protocol: str = ONE_LR  # how the lr of each side was chosen: ONE_LR, SAME_SEEDS or FRESH_SEEDS
+    # each side's tuning runs in this setting (FRESH_SEEDS only): the shared-lr pairs the lr-robust rule reads
+    a_tuning: tuple[Run, ...] = ()
+    b_tuning: tuple[Run, ...] = ()
 
     @cached_property
     def _difference(self) -> tuple[Paired, str]:
@@ -306,18 +310,23 @@ def compare_sides(runs: Iterable[Run], a: Callable[[Run], bool], b: Callable[[Ru
         if best_a and best_b and best_a[1] and best_b[1]:
             out.append(Comparison(a=names[0], b=names[1], key=k, best_lr=True,
                                   lr=f"each at its best lr ({names[0]} {best_a[0]:g}, {names[1]} {best_b[0]:g})",
-                                  a_runs=best_a[1], b_runs=best_b[1], protocol=FRESH_SEEDS if tuned else SAME_SEEDS))
+                                  a_runs=best_a[1], b_runs=best_b[1], protocol=FRESH_SEEDS if tuned else SAME_SEEDS,
+                                  a_tuning=tuple(r for r in side_a if r.role == "tuning"),
+                                  b_tuning=tuple(r for r in side_b if r.role == "tuning")))
     return out
 
 
 def primary(comps: list[Comparison], base: Setting | None) -> Comparison | None:
-    """The comparison that decides a verdict: the most paired seeds (diverged ones included); then each side
-    at its best lr; then the sweep's most common setting; then the textbook setting. The others are shown
-    beside it."""
+    """The comparison that decides a verdict, pre-registered, so that adding seeds to another comparison cannot
+    change which one decides: each side at its tuned lr; in the reference setting (the default nuisance factors:
+    GPT-2 init, no qk-norm or z-loss, runs.is_reference) that is the sweep's base setting (its most common
+    reference setting, Observations.base_setting); then the textbook setting; then the most paired seeds (only
+    between comparisons at fixed lrs of one setting). The others are shown beside it and checked against it
+    (claims.robust)."""
     if not comps:
         return None
-    return min(comps, key=lambda c: (-c.n, not c.best_lr, c.key.setting != base, _textbook_rank(c.key),
-                                     repr(c.key), c.lr))  # repr: a last, deterministic tie-break
+    return min(comps, key=lambda c: (not c.best_lr, not is_reference(c.key.setting), c.key.setting != base,
+                                     _textbook_rank(c.key), -c.n, repr(c.key), c.lr))  # repr: a deterministic tie-break
 
 
 def _textbook_rank(key: PairKey) -> tuple:

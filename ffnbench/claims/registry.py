@@ -22,6 +22,17 @@ _DIVERGED = ("a diverged run is a failure, never dropped: if, over the seeds bot
              "side only, the comparison is inconclusive (\"x diverged on k of n seeds, y on j\") unless Fisher's exact "
              "test finds the divergence rates different (p < 0.05), and then the side that diverged less wins")
 _HOLM = "Holm over the claim's parts (family α = 0.05)"
+# Which comparison decides (pairing.primary), and the robustness rules it must survive (claims.robust).
+_DECIDES = ("decided by the pre-registered comparison: each side at the lr with the lowest median tuning loss, judged "
+            "on fresh seeds, in the sweep's base setting (its most common setting with GPT-2 init and no qk-norm or "
+            "z-loss; a tie goes to the shorter training)")
+_ROBUST = ("robustness (claims.robust): lr-dependent — the paired shared-lr differences on the tuning seeds at both "
+           "chosen lrs must have the best-vs-best sign, else inconclusive (lr-dependent); init-dependent — under "
+           "model.init=fan_in, with its own lr protocol, the same comparison must give the same decided verdict, else "
+           "inconclusive (init-dependent); early-training — at 4× the tokens an effect that shrinks by more than half "
+           "is labelled early-training, one that changes sign makes the verdict inconclusive (early-training); a "
+           "chosen lr at an edge of its grid is labelled optimum not bracketed; the other model size and the "
+           "qk-norm/z-loss arm are shown; a check without the runs it needs is listed as not checked")
 
 CLAIMS: tuple[Claim, ...] = (
     Claim(
@@ -60,8 +71,9 @@ CLAIMS: tuple[Claim, ...] = (
         kind="trained", experiment="activations",
         needs="gelu and swiglu at the same budget ratio, bias and model, paired by seed",
         rule=f"Δ = loss(gelu) − loss(swiglu) at a matched budget (|budget mismatch| ≤ ffn.max_mismatch, else "
-             f"inconclusive), paired by seed, each at its best lr when both ran an lr grid; {_BETTER}; {_DIVERGED}; "
-             "the lr protocol and the sign of Δ at the checkpoints of the second half of training are shown",
+             f"inconclusive), paired by seed, each at its best lr when both ran an lr grid; {_DECIDES}; {_BETTER}; "
+             f"{_DIVERGED}; {_ROBUST}; the lr protocol and the sign of Δ at the checkpoints of the second half of "
+             "training are shown",
         why="The gate's extra expressiveness must show up as lower loss when both FFNs hold the same number of "
             "parameters; otherwise SwiGLU only wins by being bigger.",
         evaluate=c3,
@@ -73,10 +85,10 @@ CLAIMS: tuple[Claim, ...] = (
         kind="trained", experiment="activations",
         needs="relu and gelu at a matched budget; an lr grid (`make sweep EXP=sparsity`) for the stability part",
         rule=f"Δ = loss(relu) − loss(gelu) at a matched budget, paired by seed, each at its best lr when both ran an "
-             f"lr grid (an lr where a run diverged is never a best lr unless every lr has one); {_BETTER}; "
-             f"{_DIVERGED}. Stability (lr grid only): diverged runs over the grid as rates, Fisher's exact test: "
-             "supported if GELU's rate is significantly lower (p < 0.05), contradicted if significantly higher, "
-             f"inconclusive otherwise (no divergence on either side leaves stability untested); {_HOLM}",
+             f"lr grid (an lr where half or more of the seeds diverged is never a best lr); {_DECIDES}; "
+             f"{_BETTER}; {_DIVERGED}; {_ROBUST}. Stability (lr grid only): diverged runs over the grid as rates, "
+             "Fisher's exact test: supported if GELU's rate is significantly lower (p < 0.05), contradicted if "
+             f"significantly higher, inconclusive otherwise (no divergence on either side leaves stability untested); {_HOLM}",
         why="Better means lower loss on the same data and budget; more stable means fewer divergences and less "
             "sensitivity across learning rates.",
         evaluate=c4,
@@ -107,10 +119,11 @@ CLAIMS: tuple[Claim, ...] = (
         kind="trained", experiment="sparsity",
         needs="relu (and other variants for comparison) at ≥ 2 learning rates, same setting otherwise",
         rule=f"dead fraction = units whose output is exactly 0 on every validation token after training, per seed; "
-             f"at the largest lr at which every relu run finished (an lr where some seeds diverged would be judged on "
-             f"its survivors, so it is shown, not judged): supported if its 95% CI is ≥ {DEAD_REPORTED:g}, "
-             f"contradicted if the CI lies below {DEAD_REPORTED:g}, inconclusive otherwise (and with identical seeds); "
-             "needs ≥ 2 lrs",
+             f"judged over relu's lr grid in its deciding setting (tuning and judged runs alike), each lr with its own "
+             f"95% interval; the lrs that count are those above relu's tuned lr at which every seed finished (where "
+             f"some diverged, the survivors are a selected sample: shown, not judged); supported if at some counted lr "
+             f"the CI is ≥ {DEAD_REPORTED:g} (Holm over the counted lrs), contradicted if at every counted lr it lies "
+             f"below {DEAD_REPORTED:g}, inconclusive otherwise (and with no counted lr, or one seed); needs ≥ 2 lrs",
         why="A large update can push a unit's pre-activation below 0 for every input, after which it gets no "
             "gradient; if that is common at large lrs, the dead fraction should reach the reported 40%.",
         evaluate=c6,
@@ -127,7 +140,7 @@ CLAIMS: tuple[Claim, ...] = (
              f"cross-machine spread), contradicted if its lower bound is above it, inconclusive otherwise; the "
              f"interval is a hierarchical bootstrap over seeds and validation windows where the runs recorded "
              f"per-window losses, else the t interval over seeds (said so); every activation must hold; {_HOLM}; "
-             f"{_DIVERGED}; tokens/s shown with and without",
+             f"{_DECIDES}; {_DIVERGED}; {_ROBUST}; tokens/s shown with and without",
         why="If biases matter, removing them costs loss; a cost reliably below a practical margin means they can "
             "go.",
         evaluate=c7,
@@ -138,7 +151,8 @@ CLAIMS: tuple[Claim, ...] = (
         source="docs/claims.md §C8 (article 002 §3.3)",
         kind="trained", experiment="depth",
         needs="relu and swish at a matched budget, at two depths (model.n_layer)",
-        rule=f"Δ = loss(relu) − loss(swish) at each depth ({_BETTER}); and the depth interaction "
+        rule=f"Δ = loss(relu) − loss(swish) at each depth ({_BETTER}; {_DECIDES}, at that depth; {_ROBUST}); and the "
+             "depth interaction "
              "Δ(deep) − Δ(shallow), paired by seed, supported if its CI lies above 0, contradicted if below "
              f"(inconclusive when either depth's comparison differs in divergences); {_DIVERGED}; every part must "
              f"hold, {_HOLM}",
@@ -205,8 +219,8 @@ CLAIMS: tuple[Claim, ...] = (
         needs="linear (no activation) against gelu and swiglu at a matched budget; plus an analytic check",
         rule=f"analytic: a `linear` FeedForward must equal one composed affine map (relative error < 1e-9); trained "
              f"(both needed, a missing one is inconclusive): Δ = loss(linear) − loss(gelu) and loss(linear) − "
-             f"loss(swiglu), paired by seed; {_BETTER}; {_DIVERGED}; every part must hold, {_HOLM} (the analytic part "
-             "is exact and not corrected)",
+             f"loss(swiglu), paired by seed; {_DECIDES}; {_BETTER}; {_DIVERGED}; {_ROBUST}; every part must hold, "
+             f"{_HOLM} (the analytic part is exact and not corrected)",
         why="If the two matrices collapse to one map, the FFN can only add a linear map to the residual stream, so "
             "the model must do measurably worse than with a real nonlinearity.",
         evaluate=c13,

@@ -24,6 +24,9 @@ RUN_FACTORS = (("trainer", "tokens_per_param"), ("optim", "z_loss"))
 MODEL_DEFAULTS = {"ffn_init": "gpt2", "init": "gpt2", "qk_norm": False}
 RUN_DEFAULTS = {"optim.z_loss": 0.0}
 
+# The nuisance factors a claim is decided at (their defaults), and checked across (claims.robust).
+REFERENCE = {"model.init": "gpt2", "model.ffn_init": "gpt2", "model.qk_norm": False, "optim.z_loss": 0.0}
+
 Setting = tuple[tuple[str, Any], ...]  # (("model.name", "small"), ...): hashable, in MODEL_FACTORS order
 
 
@@ -126,6 +129,12 @@ class Run:
     def factor(self, key: str) -> Any:
         """One model factor of the setting, e.g. run.factor("model.n_layer")."""
         return dict(self.setting)[key]
+
+
+def is_reference(setting: Setting) -> bool:
+    """Whether a setting has every nuisance factor at its reference value (REFERENCE; absent counts as it)."""
+    s = dict(setting)
+    return all(s.get(k, v) in (v, None) for k, v in REFERENCE.items())
 
 
 def setting_without(setting: Setting, key: str) -> Setting:

@@ -13,7 +13,7 @@ from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.pairing import PairKey, matched_key
-from ffnbench.claims.runs import Run, group_by, per_seed_mean, stat_of
+from ffnbench.claims.runs import Run, group_by, is_reference, per_seed_mean, stat_of
 from ffnbench.lr_protocol import best_lr, chosen_lrs, tuning_key
 from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Summary, Verdict
 
@@ -121,41 +121,74 @@ def _zero_table(measured: list[Run], judged_lr: dict[str, float | None]) -> list
 
 
 def c6(obs: Observations) -> Evidence:
+    """Over relu's lr grid in its deciding setting (tuning and judged runs alike: each lr's seeds are independent
+    samples of its dead fraction), each lr's dead fraction with its own interval. The lrs that count are the large
+    ones: above the lr relu was tuned to (the one it would be trained at), where every seed finished (where some
+    diverged, the survivors are a selected sample: shown, not judged). Supported if at some counted lr the dead
+    fraction's 95% CI lies at or above 40% (Holm over the counted lrs), contradicted if at every counted lr it lies
+    below, inconclusive otherwise."""
     ev = Evidence()
-    relu = [r for r in obs.runs if r.act == "relu"]
+    relu = [r for r in obs.with_tuning if r.act == "relu" and matched_key(r) is not None]
     if not relu:
         return ev
     groups = group_by(relu, matched_key)
-    key = min(groups, key=lambda k: (-len({r.lr for r in groups[k]}), -len(groups[k]), repr(k)))
-    lrs = sorted({r.lr for r in groups[key]})
+    key = min(groups, key=lambda k: (not is_reference(k.setting), k.setting != obs.base_setting,
+                                     -len({r.lr for r in groups[k]}), repr(k)))
+    runs = groups[key]
+    lrs = sorted({r.lr for r in runs})
     ev.details = _sparsity_table(obs, key)
-    label = "dead relu units at the largest lr"
+    ev.n = len({r.seed for r in runs})
+    label = "dead relu units at large lrs"
     if len(lrs) < 2:
-        ev.n = len({r.seed for r in relu})
         ev.parts.append((label, Verdict(INCONCLUSIVE, "needs ≥ 2 learning rates: run `make sweep EXP=sparsity`")))
         return ev
-    top = judged_lr(groups[key])
-    if top is None:
-        ev.n = 0
-        ev.parts.append((label, Verdict(INCONCLUSIVE, "no lr at which every relu run finished")))
-        return ev
-    s = stats.summarize(per_seed_mean([r for r in groups[key] if r.lr == top], stat_of("final", "dead_frac")).values())
-    skipped = [lr for lr in lrs if lr > top]
-    note = f" (some or all runs diverged at lr {', '.join(f'{lr:g}' for lr in skipped)})" if skipped else ""
-    ev.parts.append((f"relu dead fraction at lr {top:g} ≥ {DEAD_REPORTED:g}", stats.verdict_at_least(s, DEAD_REPORTED)))
-    ev.n = s.n
-    ev.effect = f"relu dead fraction at lr {top:g}{note}: {fmt_interval(s, unit='', signed=False)}"
-    ev.details += ["", f"- lr protocol: the largest lr at which every relu run finished ({top:g}); no lr is tuned"]
-    return ev
-
-
-def judged_lr(runs: list[Run]) -> float | None:
-    """The lr C6 judges: the largest at which every run finished with a dead fraction. At an lr where some
-    seeds diverged, the survivors would be a selected sample, so that lr is shown but not judged."""
+    tuning = [r for r in runs if r.role == "tuning"]
+    try:
+        tuned = best_lr(tuning) if tuning else best_lr(runs)
+    except ValueError:
+        tuned = None
     dead = stat_of("final", "dead_frac")
-    whole = [lr for lr in {r.lr for r in runs}
-             if all(r.usable and dead(r) is not None for r in runs if r.lr == lr)]
-    return max(whole, default=None)
+    whole = {lr for lr in lrs if all(r.usable and dead(r) is not None for r in runs if r.lr == lr)}
+    counted = [lr for lr in lrs if tuned is not None and lr > tuned and lr in whole]
+    per_lr = {lr: stats.summarize(per_seed_mean([r for r in runs if r.lr == lr], dead).values()) for lr in lrs}
+    tests = stats.holm([(f"lr {lr:g}", stats.verdict_at_least(per_lr[lr], DEAD_REPORTED)) for lr in counted])
+    ev.details += ["", f"Dead fraction per lr (relu tuned to {'n/a' if tuned is None else f'{tuned:g}'}; counted: the "
+                       f"larger lrs where every seed finished):", "",
+                   "| lr | seeds | dead fraction, 95% CI | counted | verdict (≥ 0.4, Holm) |", "|---|---|---|---|---|"]
+    verdict_of = dict(tests)
+    for lr in lrs:
+        why = ("counted" if lr in counted else "at or below the tuned lr" if tuned is not None and lr <= tuned
+               else "a seed diverged" if lr not in whole else "no tuned lr")
+        v = verdict_of.get(f"lr {lr:g}")
+        ev.details.append(f"| {lr:g} | {per_lr[lr].n} | {fmt_interval(per_lr[lr], unit='', signed=False)} | {why} | "
+                          f"{v.verdict + ': ' + v.reason if v else '–'} |")
+    if not counted:
+        ev.parts.append((label, Verdict(INCONCLUSIVE, "no lr above relu's tuned lr where every seed finished: extend "
+                                                      "relu's lr grid upward")))
+        return ev
+    if all(per_lr[lr].n < 2 for lr in counted):
+        ev.n = max(per_lr[lr].n for lr in counted)
+        top = counted[-1]
+        ev.effect = f"relu dead fraction at lr {top:g}: {fmt_interval(per_lr[top], unit='', signed=False)}"
+        ev.parts.append((label, Verdict(INCONCLUSIVE, stats.ONE_SEED)))
+        return ev
+    supported = [lr for lr in counted if verdict_of[f"lr {lr:g}"].verdict == SUPPORTED]
+    below = [lr for lr in counted if verdict_of[f"lr {lr:g}"].verdict == CONTRADICTED]
+    if supported:
+        v = Verdict(SUPPORTED, f"at lr {', '.join(f'{x:g}' for x in supported)} the dead fraction is ≥ "
+                               f"{DEAD_REPORTED:g} (95% CI, Holm over {len(counted)} lrs)")
+    elif len(below) == len(counted):
+        shown = ", ".join(f"{x:g}" for x in counted)
+        v = Verdict(CONTRADICTED, f"below {DEAD_REPORTED:g} at every counted lr ({shown})")
+    else:
+        v = Verdict(INCONCLUSIVE, f"no counted lr is decided above {DEAD_REPORTED:g}, and not every one below")
+    ev.parts.append((label, v))
+    top = counted[-1]
+    ev.n = per_lr[top].n
+    ev.effect = "relu dead fraction: " + "; ".join(f"lr {lr:g} {fmt_interval(per_lr[lr], unit='', signed=False)}"
+                                                   for lr in counted)
+    ev.details += ["", "- lr protocol: relu's tuned lr decides which lrs count; the dead fraction plays no part in it"]
+    return ev
 
 
 def _sparsity_table(obs: Observations, key: PairKey) -> list[str]:

@@ -70,6 +70,28 @@ def noise_line(runs: list[Run]) -> str:
             f"({windows}); elsewhere the intervals cover seed-to-seed variation only.")
 
 
+def robustness_line(results: list[ClaimResult]) -> str:
+    """Per trained claim, the robustness labels its deciding comparisons earned and the checks that could not be
+    made (claims.robust), as its evidence records them."""
+    parts = []
+    for r in results:
+        if r.claim.kind != "trained":
+            continue
+        found = [line.split("robustness: ", 1)[1] for line in r.details if "robustness: " in line]
+        none = "not applicable (no tuned, fresh-seed comparison)"
+        parts.append(f"{r.claim.id}: {' | '.join(found) if found else none}")
+    return ("- **Robustness (claims.robust: lr, init, training length, bracketing; labels per deciding comparison):** "
+            + ("; ".join(parts) or "no trained claim") + ".")
+
+
+def instability_line(runs: list[Run]) -> str:
+    from ffnbench.instability import Thresholds
+
+    thresholds = {Thresholds.from_config((r.result.config or {}).get("instability")) for r in runs} or {Thresholds()}
+    return ("- **Instabilities** (recorded per run, outcomes of their variant at their lr, never dropped): "
+            + "; ".join(t.describe() for t in sorted(thresholds, key=repr)) + ".")
+
+
 def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
     """The Method section's markdown lines."""
     protocols = []
@@ -84,7 +106,12 @@ def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
              noise_line(runs),
              f"- **Multiplicity:** {stats.MULTIPLICITY}: a part's decision stands only if it survives Holm's "
              "step-down procedure over the parts that carry a p-value (exact and analytic parts are not corrected).",
-             "- **Learning rate (protocol per verdict):** " + ("; ".join(protocols) or "no trained claim") + ".",
+             "- **Learning rate (protocol per verdict):** " + ("; ".join(protocols) or "no trained claim") + ". "
+             "A tuned lr is the one with the lowest median final loss over its tuning seeds, a diverged seed counting "
+             "as +∞ (ffnbench/lr_protocol.py); a robust preset asks ≥ 7 lrs spaced ×√2 on the same ≥ 3 seeds and "
+             "extends a grid whose choice sits at its edge before any judged run.",
+             robustness_line(results),
+             instability_line(runs),
              f"- **Reproducibility:** two runs on one machine agree bit for bit, not across machines: a difference "
              f"smaller than the cross-machine spread (up to {CROSS_MACHINE_NATS:g} nats measured on the quick sweep "
              "between two machines of the same kind) is not a finding.",
