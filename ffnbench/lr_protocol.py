@@ -122,6 +122,15 @@ class LrProtocol:
                               f"{self.min_seeds} (e.g. seed: \"{example}\")")
 
 
+def check_protocols(config: Mapping) -> None:
+    """The blocks a run carries that judge runs rather than make them (lr_protocol, instability): checked by the
+    sweep's planner for every job and by a run itself, so that a bad value stops either before any work."""
+    from ffnbench.instability import Thresholds
+
+    LrProtocol.from_config(config.get("lr_protocol"))
+    Thresholds.from_config(config.get("instability"))
+
+
 def lr_protocol(config: Mapping) -> LrProtocol:
     """The protocol a run's resolved config names (the default where it names none: records from before it)."""
     return LrProtocol.from_config(config.get("lr_protocol"))

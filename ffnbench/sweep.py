@@ -28,6 +28,7 @@ from ffnbench.cli import user_errors_exit
 from ffnbench.config import CONF_DIR, HARDWARE_KEYS, compose, compose_many, to_container, trainer_config, with_hardware
 from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.hardware import planned_hardware, resolve_accelerator
+from ffnbench.lr_protocol import check_protocols
 from ffnbench.progress import SWEEP_ENV, estimate, planned_flops
 from ffnbench.records import SWEEP_MANIFEST, CorruptRecord, write_json_atomic
 from ffnbench.result import FINAL_STATUSES, RunResult
@@ -197,6 +198,7 @@ def _compose_jobs(jobs: list[list[str]], launcher_args: list[str], here: bool,
         with open_dict(cfg):
             del cfg["hydra"]  # runtime-only keys (output_dir) cannot be resolved outside a running job
         config = to_container(cfg)
+        check_protocols(config)
         hardware = planned_hardware(trainer_config(config["trainer"]), here)
         undecided = [key for key, value in zip(HARDWARE_KEYS, hardware) if value is None]
         out.append((job, run_dir, with_hardware(config, *hardware), undecided))

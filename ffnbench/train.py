@@ -47,6 +47,7 @@ from ffnbench.hardware import (
     share_cpu_threads,
 )
 from ffnbench.loggers import finish_wandb, make_loggers, quiet_lightning, wandb_mode
+from ffnbench.lr_protocol import check_protocols
 from ffnbench.model import ModelConfig
 from ffnbench.module import LMModule
 from ffnbench.progress import progress_line
@@ -88,6 +89,7 @@ def check_run(cfg: DictConfig) -> Run:
                           f"{hw.accelerator}; use trainer.compile_mode=default")
     if config["logger"].get("wandb"):
         wandb_mode(config["logger"]["wandb"].get("mode"))
+    check_protocols(config)
     seed = run_seed(cfg)
     data = LMDataModule(cfg.data, seq_len=model.seq_len, seed=seed,  # the data settings' checks
                         inner_steps=trainer.steps_per_batch())

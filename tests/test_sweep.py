@@ -194,6 +194,49 @@ def test_a_two_stage_sweep_tunes_each_variant_then_judges_it_on_fresh_seeds_at_i
     assert "8 runs: 8 skipped (already done), 0 resumed, 0 started" in again.stdout
 
 
+def test_a_robust_sweep_extends_a_grid_whose_best_lr_is_at_its_edge_then_judges_and_reports_it(tmp_path):
+    """The whole robust path on the micro model: 5 lrs × 2 tuning seeds (the short grid), all too small for 4
+    steps, so the best is the top one; the planner adds one half-octave step above it (bracket_cap=1) on the same
+    seeds, chooses again, and judges at the new lr. Instabilities are recorded per run; the report has the
+    shared-lr table and the lr-curve figure. A rerun trains nothing."""
+    protocol = ["lr_protocol.robust=true", "lr_protocol.min_lrs=5", "lr_protocol.min_seeds=2",
+                "lr_protocol.bracket_cap=1"]
+    grids = ("hydra.sweeper.grids=[{ffn: gelu, optim.lr: '0.0001,0.000141,0.0002,0.000283,0.0004', seed: '100,101', "
+             "tuning: true}, {ffn: gelu, optim.lr: tuned, seed: 0}]")
+    args = ["linear", "--", *micro_args(tmp_path), "hydra.sweeper.params=null", *protocol, grids]
+    out = run_sweep(*args, tmp=tmp_path)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "11 runs: 0 skipped (already done), 0 resumed, 10 started, 1 after the lr-tuning stage" in out.stdout
+    assert "lr-tuning round 1 done: 0 runs at their tuned lrs, 2 tuning runs or retries" in out.stdout
+    done = list(results(tmp_path, "linear").values())
+    assert len(done) == 13 and {r["status"] for r in done} == {"finished"}
+    extended = sorted(r["seed"] for r in done if r["config"]["optim"]["lr"] == 0.000566)
+    assert extended == [100, 101]  # the extension: the same tuning seeds, one step above the grid
+    judged = [r for r in done if not r["config"]["tuning"]]
+    assert [r["config"]["optim"]["lr"] for r in judged] == [0.000566]
+    for r in done:  # every run records its instabilities (none here) and its training curve
+        assert r["instabilities"] == [] and r["train_curve"] and r["data"]["unigram_loss"] > 0
+    report = (tmp_path / "runs" / "linear" / "REPORT.md").read_text()
+    assert "optimum not bracketed (at the upper edge of 6 lrs)" in report  # the cap stopped it at the edge
+    assert "## Learning-rate grids" in report and "## Instabilities" in report
+    assert list((tmp_path / "runs" / "linear" / "figures").glob("lr_curves*.png"))
+
+    again = run_sweep(*args, tmp=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "13 runs: 13 skipped (already done), 0 resumed, 0 started" in again.stdout
+
+
+def test_a_sweep_refuses_a_thin_robust_grid_before_any_run(tmp_path):
+    grids = ("hydra.sweeper.grids=[{ffn: gelu, optim.lr: '1e-3,2e-3', seed: 100, tuning: true}, "
+             "{ffn: gelu, optim.lr: tuned, seed: 0}]")
+    out = run_sweep("linear", "--", *micro_args(tmp_path), "hydra.sweeper.params=null", "lr_protocol.robust=true",
+                    grids, tmp=tmp_path)
+    assert out.returncode == 2 and not (tmp_path / "runs" / "linear").exists()
+    assert "its tuning grid has 2 lrs (0.001, 0.002); the robust lr protocol asks for at least 7" in out.stderr
+    out = run_sweep("linear", "--", *micro_args(tmp_path), "lr_protocol.bracket_cap=-1", tmp=tmp_path)
+    assert out.returncode == 2 and "lr_protocol.bracket_cap: must be an integer ≥ 0" in out.stderr
+
+
 def test_submitit_local_launches_and_collects(tmp_path):
     out = run_sweep("linear", "--launcher", "submitit_local", "--", *micro_args(tmp_path), "seed=0",
                     "ffn=gelu,swiglu", "hydra.launcher.timeout_min=10", tmp=tmp_path)

@@ -88,7 +88,8 @@ CLAIMS: tuple[Claim, ...] = (
              f"lr grid (an lr where half or more of the seeds diverged is never a best lr); {_DECIDES}; "
              f"{_BETTER}; {_DIVERGED}; {_ROBUST}. Stability (lr grid only): diverged runs over the grid as rates, "
              "Fisher's exact test: supported if GELU's rate is significantly lower (p < 0.05), contradicted if "
-             f"significantly higher, inconclusive otherwise (no divergence on either side leaves stability untested); {_HOLM}",
+             "significantly higher, inconclusive otherwise (no divergence on either side leaves stability untested); "
+             f"{_HOLM}",
         why="Better means lower loss on the same data and budget; more stable means fewer divergences and less "
             "sensitivity across learning rates.",
         evaluate=c4,
