@@ -272,7 +272,20 @@ def local_rank() -> int:
 
 
 def global_rank() -> int:
-    return int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", local_rank())))
+    """This process's rank: torchrun's RANK; else, for a rank Lightning (or torchrun) spawned itself (LOCAL_RANK
+    set), its node's first rank plus LOCAL_RANK — before SLURM_PROCID, which such a rank inherits from the one task
+    `srun --pty bash` started (each would think it is rank 0); else SLURM's, for tasks srun launched; else 0."""
+    env = os.environ
+    if "RANK" in env:
+        return int(env["RANK"])
+    if "LOCAL_RANK" in env:
+        node = int(env.get("NODE_RANK", env.get("GROUP_RANK", 0)))
+        if node == 0:
+            return int(env["LOCAL_RANK"])
+        nodes = int(env.get("SLURM_NNODES") or env.get("NUM_NODES") or 1)
+        per_node = int(env.get("LOCAL_WORLD_SIZE") or int(env.get("WORLD_SIZE", nodes)) // max(1, nodes))
+        return node * per_node + int(env["LOCAL_RANK"])
+    return int(env.get("SLURM_PROCID", 0))
 
 
 def patch_ddp_child_command() -> None:
@@ -292,3 +305,7 @@ def patch_ddp_child_command() -> None:
         return cmd, get_original_cwd()
 
     subprocess_script._hydra_subprocess_cmd = command
+    # lightning.pytorch's launcher imports the function by name and calls its own reference: patch that one too
+    from lightning.pytorch.strategies.launchers import subprocess_script as pytorch_launcher
+
+    pytorch_launcher._hydra_subprocess_cmd = command

@@ -252,7 +252,13 @@ class RunWandbLogger(WandbLogger):
         super().log_metrics(metrics, step)
         if step is not None:
             self._record["logged"][kind] = step
-            write_json_atomic(self._record_path, self._record)
+            # every logging step, on rank 0's main thread: atomic but not fsynced (an fsync on NFS or Lustre costs
+            # milliseconds a row); save(), at every checkpoint and at the end, makes it durable
+            write_json_atomic(self._record_path, self._record, durable=False)
+
+    def save(self) -> None:
+        super().save()
+        write_json_atomic(self._record_path, self._record)
 
 
 def make_wandb_logger(wcfg: dict, run_dir: Path, group: str, run_name: str, tags: list[str], config: dict,

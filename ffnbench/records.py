@@ -34,10 +34,12 @@ def json_safe(value: Any) -> Any:
 
 
 @contextlib.contextmanager
-def atomic_file(path: Path) -> Iterator[BinaryIO]:
+def atomic_file(path: Path, durable: bool = True) -> Iterator[BinaryIO]:
     """Open `path` for writing (binary) through a temporary file in the same directory that is fsynced and
     renamed over the target only when the block completes: a reader (or a crash) sees the old file or the new
-    one, never half of one."""
+    one, never half of one. `durable=False` skips the fsync: still atomic for readers and for a process that dies
+    (the kernel holds the data), not against a power cut — for files rewritten every few steps, where an fsync on a
+    network filesystem costs milliseconds each time (the checkpoints write them durably)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -46,16 +48,17 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)  # gone already once renamed
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
+def write_json_atomic(path: Path, data: dict, durable: bool = True) -> None:
     """`data` as indented JSON (NaN/inf as null), written with `atomic_file`."""
     text = json.dumps(json_safe(data), indent=2, allow_nan=False) + "\n"
-    with atomic_file(path) as f:
+    with atomic_file(path, durable) as f:
         f.write(text.encode())
 
 

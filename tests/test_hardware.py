@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from ffnbench import hardware
-from ffnbench.config import TrainerConfig
+from ffnbench.config import TrainerConfig, compose
 from ffnbench.errors import ConfigError
 from ffnbench.hardware import (
     GpuLease,
@@ -238,6 +238,48 @@ def test_ranks_come_from_torchrun_or_slurm(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "2")
     monkeypatch.setenv("RANK", "6")
     assert (local_rank(), global_rank()) == (2, 6)
+
+
+def test_a_rank_lightning_spawned_inside_an_interactive_slurm_task_is_not_rank_zero(monkeypatch):
+    """`srun --pty bash`, then a 2-GPU run: Lightning spawns rank 1 itself, which inherits SLURM_PROCID=0 from the
+    one task; it must read its own LOCAL_RANK/NODE_RANK (else it thinks it is rank 0, finds the run lock held and
+    skips, and rank 0 hangs at process-group init)."""
+    for name in ("LOCAL_RANK", "RANK", "SLURM_LOCALID", "NODE_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE", "SLURM_NNODES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_PROCID", "0")
+    monkeypatch.setenv("SLURM_LOCALID", "0")
+    assert global_rank() == 0  # the task itself: rank 0
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("NODE_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert (local_rank(), global_rank()) == (1, 1)
+    monkeypatch.setenv("NODE_RANK", "1")  # the second node of a 2-node, 4-rank run Lightning spawned per node
+    monkeypatch.setenv("SLURM_NNODES", "2")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert global_rank() == 3
+
+
+def test_the_ddp_child_command_is_ours_in_both_of_lightnings_launchers():
+    """lightning.pytorch's launcher imports _hydra_subprocess_cmd by name: patching only fabric's module left it
+    calling Lightning's own, which reruns the whole `-m` sweep in every extra rank."""
+    from lightning.fabric.strategies.launchers import subprocess_script as fabric
+    from lightning.pytorch.strategies.launchers import subprocess_script as pytorch
+
+    from ffnbench.hardware import patch_ddp_child_command
+
+    before = (fabric._hydra_subprocess_cmd, pytorch._hydra_subprocess_cmd)
+    try:
+        patch_ddp_child_command()
+        assert pytorch._hydra_subprocess_cmd is fabric._hydra_subprocess_cmd
+        assert pytorch._hydra_subprocess_cmd.__module__ == "ffnbench.hardware"
+    finally:
+        fabric._hydra_subprocess_cmd, pytorch._hydra_subprocess_cmd = before
+
+
+def test_the_gpu_claim_experiments_compile():
+    for name in ("activations", "widths", "sparsity", "bias", "depth", "linear", "lr", "scale", "full"):
+        assert compose([f"experiment={name}"]).trainer.compile is True, name
+    assert compose(["experiment=quick"]).trainer.compile is False  # the CPU-sized one: compiling does not pay
 
 
 def test_one_job_at_a_time_outside_a_joblib_sweep():

@@ -124,3 +124,28 @@ def test_a_wandb_run_left_open_in_the_process_is_closed_not_continued(tmp_path):
         assert logger.experiment.dir.startswith(str(run_dir))
     finally:
         wandb.finish()
+
+
+def test_wandb_rows_do_not_fsync_only_checkpoints_and_the_end_do(tmp_path, monkeypatch):
+    """100 logged rows rewrite the run's wandb record (what a resume must not log twice) without an fsync each:
+    on NFS or Lustre one costs milliseconds a batch. save() (every checkpoint, and the end) writes it durably."""
+    import json
+    import os
+
+    from lightning.pytorch.loggers import WandbLogger
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setattr(WandbLogger, "log_metrics", lambda self, metrics, step=None: None)  # no wandb traffic
+    monkeypatch.setattr(WandbLogger, "save", lambda self: None)
+    syncs = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append(fd), real(fd))[1])
+    record = loggers.wandb_run_record(tmp_path, None)
+    syncs.clear()
+    logger = loggers.RunWandbLogger(tmp_path, record, project="p", mode="offline", save_dir=str(tmp_path))
+    for step in range(100):
+        logger.log_metrics({"train/loss": 3.0}, step)
+    assert syncs == []
+    assert json.loads((tmp_path / loggers.WANDB_RUN_FILE).read_text())["logged"] == {"train": 99}
+    logger.save()
+    assert len(syncs) == 1

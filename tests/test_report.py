@@ -70,7 +70,11 @@ def test_method_section_states_rules_noise_lr_protocol_multiplicity_and_limits(s
     assert "a difference smaller than the cross-machine spread (up to 0.009 nats measured on the quick sweep " \
            "between two machines of the same kind) is not a finding" in method
     assert "**Learning rate (protocol per verdict):** C1: " in method
-    assert "C6: the largest lr at which every relu run finished (0.01)" in method
+    assert "C6: relu's tuned lr decides which lrs count" in method
+    assert ("**Robustness (claims.robust: lr, init, training length, bracketing; labels per deciding comparison):** "
+            "C1: ") in method
+    assert "- **Instabilities** (recorded per run, outcomes of their variant at their lr, never dropped): plateau: " \
+        in method
     runs = [run_of(r) for r in sweep_records()]
     ratios = sorted(r.result.tokens / r.total_params for r in runs)
     assert ratios[0] < ratios[-1] < 20

@@ -51,7 +51,8 @@ def micro_args(tmp: Path) -> list[str]:
     return ["model=micro", "data=shakespeare", "data.tokenizer=byte", "data.batch_size=4", "data.val_tokens=256",
             "data.final_val_tokens=256",
             "trainer.max_steps=4", "trainer.val_every=2", "trainer.ckpt_every=2", "trainer.progress_bar=false",
-            "trainer.accelerator=cpu", "logger=csv", f"data.cache_dir={tmp / 'cache'}", f"runs_root={tmp / 'runs'}"]
+            "trainer.accelerator=cpu", "trainer.compile=false", "logger=csv", f"data.cache_dir={tmp / 'cache'}",
+            f"runs_root={tmp / 'runs'}"]
 
 
 def test_every_experiment_is_listed_and_expands_to_its_grid():
