@@ -159,7 +159,8 @@ class LMModule(L.LightningModule):
         # Lightning runs training_step under the precision's autocast (bf16/fp16 on a GPU); its automatic optimization
         # ran backward and the optimizer step outside it, and so does this loop.
         device = self.device.type
-        outside_autocast = torch.autocast(device, enabled=False) if torch.is_autocast_enabled(device) else _NO_CONTEXT
+        autocast = torch.is_autocast_enabled(device)
+        outside_autocast = torch.autocast(device, enabled=False) if autocast else _NO_CONTEXT
         for step, (x, y) in enumerate(zip(*batch, strict=True), start=self.global_step):
             if step >= self.total_steps:  # the run ends inside this batch
                 break
@@ -182,6 +183,12 @@ class LMModule(L.LightningModule):
                 optimizer.step()  # counts the step (trainer.global_step) and calls on_before_optimizer_step
                 optimizer.zero_grad(set_to_none=True)
                 scheduler.step()
+            if autocast:
+                # torch's cast cache is keyed by tensor with no version check and cleared only when the outermost
+                # autocast exits, which is after the whole batch of steps: without this, steps 2..K would run on the
+                # bf16 copies cast at step 1, before AdamW moved the weights (Lightning < 2.5.5 cached: its autocast
+                # had cache_enabled=True)
+                torch.clear_autocast_cache()
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         # After the callbacks' on_train_batch_end (Lightning calls the module's last): the ThroughputMonitor's

@@ -282,6 +282,40 @@ def test_under_mixed_precision_only_the_forward_runs_in_autocast():
     assert trainer.global_step == 2
 
 
+def _bf16_losses(steps_per_batch: int, monkeypatch, clear: bool = True) -> list[float]:
+    """The training loss at each of 6 steps under bf16-mixed, the precision plugin's autocast caching its weight casts
+    as Lightning < 2.5.5's did, with `steps_per_batch` optimizer steps in each Lightning batch."""
+    import lightning as L
+    from lightning.pytorch.plugins.precision import MixedPrecision
+
+    monkeypatch.setattr(MixedPrecision, "autocast_context_manager",
+                        lambda self: torch.autocast(self.device, dtype=torch.bfloat16, cache_enabled=True))
+    if not clear:  # the negative control: the fix taken out
+        monkeypatch.setattr(torch, "clear_autocast_cache", lambda: None)
+    cfg = ModelConfig(vocab_size=64, seq_len=16, d_model=32, n_layer=1, n_head=2)
+    module = LMModule(cfg, OptimConfig(lr=3e-2, warmup_steps=0), seed=0, total_steps=6, tokens_per_step=4 * 16)
+    losses: list[float] = []
+    module.model.register_forward_hook(lambda m, args, out: losses.append(out.detach().float().item()))
+    x = torch.randint(0, 64, (6, 4, 17), generator=torch.Generator().manual_seed(0))
+    k = steps_per_batch
+    batches = [(x[i:i + k, :, :-1], x[i:i + k, :, 1:]) for i in range(0, 6, k)]
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=6, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+                        precision="bf16-mixed")
+    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
+    return losses
+
+
+def test_steps_inside_one_batch_see_the_updated_weights_under_a_caching_autocast(monkeypatch):
+    """A batch of several optimizer steps runs inside one autocast: its cast cache must not hand steps 2..K the bf16
+    copies of the weights cast at step 1. The same 6 steps, 1 or 3 to a batch, give the same losses step by step;
+    without clearing the cache after each step (the control) they do not."""
+    one = _bf16_losses(1, monkeypatch)
+    assert len(one) == 6
+    assert _bf16_losses(3, monkeypatch) == one
+    assert _bf16_losses(3, monkeypatch, clear=False) != one
+
+
 @pytest.mark.parametrize("z_loss", [0.0, 1e-2])
 def test_the_training_loss_adds_z_loss_only_when_asked_and_validation_stays_cross_entropy(z_loss):
     import lightning as L
