@@ -107,6 +107,12 @@ class LrProtocol:
         if not self.robust:
             return
         lrs = sorted(seeds_by_lr)
+        off = [x for x in lrs if lattice_lr(lattice_index(x)) != x]
+        if off:
+            k = lattice_index(off[0])
+            raise ConfigError(f"{label}: tuning lr {off[0]:g} is not on the half-octave lattice 0.001·2^(k/2) that "
+                              f"grid extensions step along; use {lattice_lr(k - 1):g}, {lattice_lr(k):g} or "
+                              f"{lattice_lr(k + 1):g} (e.g. {','.join(f'{x:g}' for x in half_octave_grid(off[0], 7))})")
         if len(lrs) < self.min_lrs:
             raise ConfigError(f"{label}: its tuning grid has {len(lrs)} lrs ({', '.join(f'{x:g}' for x in lrs)}); "
                               f"the robust lr protocol asks for at least {self.min_lrs} spaced ×√2 (e.g. "

@@ -40,6 +40,18 @@ def _gather_in_rank_order(local: torch.Tensor) -> torch.Tensor:
     return torch.cat([p[:int(n.item())] for p, n in zip(parts, sizes, strict=True)]).cpu()
 
 
+def _nonfinite_ranks(value: float, device: torch.device) -> int:
+    """How many ranks read a non-finite training loss at this logging step: every rank must stop at the same step
+    (one that returned before its backward would leave the others waiting in the gradient all-reduce forever). One
+    all-reduce of one number per logging step under DDP; none in a single process."""
+    bad = 0 if math.isfinite(value) else 1
+    if not _distributed():
+        return bad
+    flag = torch.tensor([float(bad)], device=device)
+    dist.all_reduce(flag)
+    return int(flag.item())
+
+
 def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
     """The lr factor of optimizer step `step` (0-based; a run takes steps 0 … total_steps − 1): linear warmup
     from 1/warmup_steps to 1 at step warmup_steps − 1 (step 0 without warmup), then cosine decay that reaches
@@ -174,9 +186,12 @@ class LMModule(L.LightningModule):
                 value = loss.detach().float().item()  # the one host sync of a logging window
                 self.last_train_loss = value  # also what the progress bar shows (callbacks.StepProgressBar)
                 self.train_history.append((step, value))
-                if not math.isfinite(value):
-                    self._diverge(f"training loss became {value} at step {step}")
-                    return  # no backward, no optimizer step
+                bad = _nonfinite_ranks(value, loss.device)
+                if bad:
+                    where = "" if not _distributed() else f" on {bad} of {dist.get_world_size()} ranks"
+                    self._diverge(f"training loss became {value if not math.isfinite(value) else 'non-finite'}"
+                                  f"{where} at step {step}")
+                    return  # no backward, no optimizer step: on every rank alike, so none waits in an all-reduce
                 self.log_step({"train/loss": value, "tokens": (step + 1) * self.tokens_per_step})
             with outside_autocast:
                 self.manual_backward(loss)

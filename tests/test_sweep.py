@@ -196,13 +196,13 @@ def test_a_two_stage_sweep_tunes_each_variant_then_judges_it_on_fresh_seeds_at_i
 
 
 def test_a_robust_sweep_extends_a_grid_whose_best_lr_is_at_its_edge_then_judges_and_reports_it(tmp_path):
-    """The whole robust path on the micro model: 5 lrs × 2 tuning seeds (the short grid), all too small for 4
-    steps, so the best is the top one; the planner adds one half-octave step above it (bracket_cap=1) on the same
+    """The whole robust path on the micro model: 5 lattice lrs × 2 tuning seeds (the short grid), all too small for
+    4 steps, so the best is the top one; the planner adds one half-octave step above it (bracket_cap=1) on the same
     seeds, chooses again, and judges at the new lr. Instabilities are recorded per run; the report has the
     shared-lr table and the lr-curve figure. A rerun trains nothing."""
     protocol = ["lr_protocol.robust=true", "lr_protocol.min_lrs=5", "lr_protocol.min_seeds=2",
                 "lr_protocol.bracket_cap=1"]
-    grids = ("hydra.sweeper.grids=[{ffn: gelu, optim.lr: '0.0001,0.000141,0.0002,0.000283,0.0004', seed: '100,101', "
+    grids = ("hydra.sweeper.grids=[{ffn: gelu, optim.lr: '0.000125,0.000177,0.00025,0.000354,0.0005', seed: '100,101', "
              "tuning: true}, {ffn: gelu, optim.lr: tuned, seed: 0}]")
     args = ["linear", "--", *micro_args(tmp_path), "hydra.sweeper.params=null", *protocol, grids]
     out = run_sweep(*args, tmp=tmp_path)
@@ -211,10 +211,10 @@ def test_a_robust_sweep_extends_a_grid_whose_best_lr_is_at_its_edge_then_judges_
     assert "lr-tuning round 1 done: 0 runs at their tuned lrs, 2 tuning runs or retries" in out.stdout
     done = list(results(tmp_path, "linear").values())
     assert len(done) == 13 and {r["status"] for r in done} == {"finished"}
-    extended = sorted(r["seed"] for r in done if r["config"]["optim"]["lr"] == 0.000566)
+    extended = sorted(r["seed"] for r in done if r["config"]["optim"]["lr"] == 0.000707)
     assert extended == [100, 101]  # the extension: the same tuning seeds, one step above the grid
     judged = [r for r in done if not r["config"]["tuning"]]
-    assert [r["config"]["optim"]["lr"] for r in judged] == [0.000566]
+    assert [r["config"]["optim"]["lr"] for r in judged] == [0.000707]
     for r in done:  # every run records its instabilities (none here) and its training curve
         assert r["instabilities"] == [] and r["train_curve"] and r["data"]["unigram_loss"] > 0
     report = (tmp_path / "runs" / "linear" / "REPORT.md").read_text()

@@ -433,6 +433,40 @@ def test_ddp_ranks_each_train_on_half_of_every_batch(finished, cache_dir, tmp_pa
     assert ddp["val_windows"] == pytest.approx(finished[0].val_windows, abs=1e-3)
 
 
+# Rank 1's training loss is +inf at logging step 19 only (rank 0's is finite): a rank-specific overflow.
+INF_ON_RANK_1 = """
+import lightning as L
+
+class _Hook(L.Callback):
+    def on_train_start(self, trainer, module):
+        if trainer.global_rank != 1:
+            return
+        forward = module.model.forward
+
+        def poisoned(idx, targets=None, **kwargs):
+            out = forward(idx, targets, **kwargs)
+            poison = module.training and targets is not None and trainer.global_step == 19  # training, not validation
+            return out + float("inf") if poison else out
+
+        module.model.forward = poisoned
+"""
+
+
+def test_a_non_finite_loss_on_one_rank_stops_every_rank_at_the_same_step(cache_dir, tmp_path):
+    """Without agreeing, rank 1 would return before its backward while rank 0 waited in the all-reduce: a hang."""
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": hook_pythonpath(tmp_path, INF_ON_RANK_1)}
+    try:
+        out = subprocess.run([sys.executable, "-m", "ffnbench.train", *MICRO, "trainer=ddp", "trainer.devices=2",
+                              f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'ddp'}"],
+                             capture_output=True, text=True, env=env, timeout=180)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the DDP run hung: the ranks did not stop at the same step")
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads((tmp_path / "ddp" / RESULT_FILE).read_text())
+    assert result["status"] == "diverged" and result["steps"] == 19
+    assert result["error"] == "training loss became non-finite on 1 of 2 ranks at step 19"
+
+
 # Loaded by a Python process started with this folder on PYTHONPATH: at step $FFNBENCH_TEST_SIGTERM_AT the process
 # sends itself SIGTERM, as a scheduler does when it pre-empts a job or its time is up.
 SIGTERM_AT = """

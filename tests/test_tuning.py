@@ -150,6 +150,13 @@ def test_lrs_on_different_seeds_and_protocol_values_out_of_range_are_refused(tmp
             LrProtocol.from_config(bad)
 
 
+def test_a_robust_grid_off_the_half_octave_lattice_is_refused(tmp_path):
+    runs = grid(tmp_path, {x: (3.0, 3.0) for x in (0.001, 0.00141, 0.002, 0.003, 0.004)})
+    with pytest.raises(ConfigError, match=r"tuning lr 0.003 is not on the half-octave lattice .* use 0.002, 0.00283 or "
+                                          r"0.004"):
+        check_tuning([({**config("gelu"), "lr_protocol": robust()}, "gelu-s0")], runs)
+
+
 def test_grids_and_extensions_name_the_same_rounded_lrs():
     from ffnbench.lr_protocol import half_octave_grid, next_lr
 

@@ -60,6 +60,26 @@ def paired_difference(a_runs: Iterable[Run], b_runs: Iterable[Run],
     return stats.compare(by_seed(a_runs, value), by_seed(b_runs, value)), T_OVER_SEEDS
 
 
+def shared_lr_differences(a_runs: Iterable[Run], b_runs: Iterable[Run]) -> dict[float, stats.Paired]:
+    """{lr: b − a of the final loss} at each lr where both variants' tuning runs finished on some shared seed,
+    over those seeds only (claims.pairing.paired_difference: a seed × validation-window bootstrap where the runs
+    recorded per-window losses, else a t interval over seeds; one seed: a mean, no interval). Runs that are not
+    tuning runs are ignored: the tuning seeds are the ones every variant ran at every lr of its grid. A seed
+    that diverged on either side is not in the difference (the medians of the grid show the walls). Lrs ascend."""
+    a_runs = [r for r in a_runs if r.role == "tuning"]
+    b_runs = [r for r in b_runs if r.role == "tuning"]
+    out = {}
+    for lr in sorted({r.lr for r in a_runs} & {r.lr for r in b_runs}):
+        a_at = [r for r in a_runs if r.lr == lr]
+        b_at = [r for r in b_runs if r.lr == lr]
+        shared = set(by_seed(a_at)) & set(by_seed(b_at))
+        if shared:  # restricted to the shared seeds, so it is never an unpaired (Welch) difference
+            out[lr] = paired_difference([r for r in a_at if r.seed in shared],
+                                        [r for r in b_at if r.seed in shared])[0]
+    return out
+
+
+
 @dataclass(frozen=True)
 class PairKey:
     """What two sides of a comparison share. A factor left None is not held fixed: it is the one under test

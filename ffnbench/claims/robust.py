@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from ffnbench import stats
 from ffnbench.claims.formatting import fmt_interval
-from ffnbench.claims.pairing import FRESH_SEEDS, Comparison, paired_difference, without_factor
+from ffnbench.claims.pairing import FRESH_SEEDS, Comparison, shared_lr_differences, without_factor
 from ffnbench.lr_protocol import bracketing
 from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Paired, Verdict
 
@@ -65,13 +65,8 @@ def _sign(x: float | None) -> int:
 
 
 def shared_lr(c: Comparison) -> dict[float, Paired]:
-    """b − a on the tuning seeds at each lr both sides' tuning runs finished (paired by seed)."""
-    out = {}
-    for lr in sorted({r.lr for r in c.a_tuning} & {r.lr for r in c.b_tuning}):
-        d, _ = paired_difference([r for r in c.a_tuning if r.lr == lr], [r for r in c.b_tuning if r.lr == lr])
-        if d.mean is not None and d.n >= 1:
-            out[lr] = d
-    return out
+    """b − a on the tuning seeds both sides finished, at each lr both tried (pairing.shared_lr_differences)."""
+    return shared_lr_differences(c.a_tuning, c.b_tuning)
 
 
 def lr_check(c: Comparison) -> tuple[str | None, list[str]]:

@@ -3,13 +3,17 @@ needs, named for what it shows, and captioned with the claims it bears on."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
 from ffnbench import stats
-from ffnbench.claims import Run, group_by, stat_of, summary_of
+from ffnbench.claims import Run, describe_setting, group_by, stat_of, summary_of
+from ffnbench.lr_protocol import best_lr, median_losses
 from ffnbench.report.comparisons import mean_of, primary_runs, variant_order
+from ffnbench.report.instabilities import kinds_of
+from ffnbench.report.lrgrid import families, figure_name, grid_lrs, plotted
 
 FIGURES_DIR = "figures"  # under the report's folder; REPORT.md links the files by this path
 
@@ -206,13 +210,86 @@ def fig_throughput(runs: list[Run], out: Path) -> str | None:
     return _save(fig, out, "throughput.png")
 
 
-FIGURES: tuple[tuple[str, Callable[[list[Run], Path], str | None]], ...] = (
+ROW = 0.045  # axes fraction between the rows of diverged marks in fig_lr_curves
+
+
+def fig_lr_curves(runs: list[Run], out: Path) -> list[tuple[str, str]]:
+    """One figure per comparison family with two lrs or more (lrgrid.families): final loss against lr, one colour
+    per variant, a dot per tuning seed, the median over seeds as a line, the chosen lr circled. (setting, file)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullFormatter, NullLocator
+    from matplotlib.transforms import blended_transform_factory
+
+    drawn = []
+    for setting, variants in (f for f in families(runs) if plotted(f[1])):
+        plt = _pyplot()
+        fig, ax = plt.subplots(figsize=(8.0, 4.2))
+        top = blended_transform_factory(ax.transData, ax.transAxes)  # x in lr, y in the axes' height
+        # Diverged seeds have no loss: drawn in a row per variant along the top edge, out of the y autoscaling.
+        rows = [label for label, rs in variants.items() if any(r.diverged for r in rs)]
+        for i, (label, rs) in enumerate(variants.items()):
+            colour = f"C{i % 10}"
+            done = [r for r in rs if r.usable]
+            unstable = [r for r in done if kinds_of(r) & {"plateau", "spike"}]
+            steady = [r for r in done if r not in unstable]
+            ax.plot([r.lr for r in steady], [r.loss for r in steady], "o", color=colour, alpha=0.55, markersize=4)
+            ax.plot([r.lr for r in unstable], [r.loss for r in unstable], "x", color=colour, markersize=6)
+            diverged = Counter(r.lr for r in rs if r.diverged)
+            if diverged:
+                y = 0.97 - ROW * rows.index(label)
+                ax.plot(list(diverged), [y] * len(diverged), "^", color=colour, markersize=6, transform=top)
+                for lr, k in diverged.items():
+                    if k > 1:  # seeds at one lr share a mark: say how many
+                        ax.text(lr, y, f" ×{k}", color=colour, fontsize=7, va="center", transform=top)
+            medians = median_losses(rs)
+            xs = sorted(medians)  # a wall (an infinite median) is a NaN: a gap in the line, not a point
+            ax.plot(xs, [medians[x] if math.isfinite(medians[x]) else math.nan for x in xs], "-", color=colour,
+                    linewidth=1.3, marker="_", markersize=9, label=label)  # the dash: a median cut off by walls
+            if any(math.isfinite(m) for m in medians.values()):
+                chosen = best_lr(rs)
+                ax.plot([chosen], [medians[chosen]], "o", markersize=13, markerfacecolor="none",
+                        markeredgecolor=colour, markeredgewidth=1.5)
+        if rows:  # room at the top for the rows of diverged marks, above every loss
+            low, high = ax.get_ylim()
+            ax.set_ylim(low, low + (high - low) / (1 - 0.05 - ROW * len(rows)))
+            sep = 0.94 - ROW * (len(rows) - 1)  # between the band of diverged marks and the losses' y range
+            ax.plot([0, 1], [sep, sep], ":", color="0.6", linewidth=0.8, transform=ax.transAxes)
+        lrs = grid_lrs(variants)
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xticks(lrs, [f"{x:g}" for x in lrs], rotation=45, fontsize=7)
+        ax.set_xlabel("learning rate (log scale)")
+        ax.set_ylabel("final validation loss (nats/token)")
+        ax.set_title(describe_setting(setting), fontsize=9)
+        grey = "0.35"
+        marks = [Line2D([], [], marker="o", color=grey, linestyle="none", markersize=4, label="tuning seed"),
+                 Line2D([], [], marker="x", color=grey, linestyle="none", label="seed with a plateau or spike"),
+                 Line2D([], [], marker="^", color=grey, linestyle="none", label="diverged seed (no loss)"),
+                 Line2D([], [], marker="o", color=grey, linestyle="none", markersize=11, markerfacecolor="none",
+                        label="chosen lr (lowest median)")]
+        handles = [*ax.get_legend_handles_labels()[0], *marks]
+        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the data
+        drawn.append((describe_setting(setting), _save(fig, out, figure_name(len(drawn) + 1))))
+    return drawn
+
+
+# A figure drawer returns its file's name (None: not drawn), or (what, file) for each of several files: those are
+# captioned "<caption>: <what>".
+Drawer = Callable[[list[Run], Path], str | list[tuple[str, str]] | None]
+LR_CURVES_CAPTION = ("Final validation loss against lr, per comparison family: a dot per tuning seed (x: a run with "
+                     "a plateau or a spike; a triangle at the top edge: a diverged seed, which has no loss, ×k: k "
+                     "seeds), the median over seeds as a line (broken where half or more diverged), the chosen lr "
+                     "circled")
+
+FIGURES: tuple[tuple[str, Drawer], ...] = (
     ("Loss vs FFN width ratio, per activation (C1)", fig_loss_vs_ratio),
     ("Loss vs FFN parameters", fig_loss_vs_params),
     ("Matched-budget comparison with 95% CIs (C3, C4, C8, C13)", fig_matched_budget),
     ("Validation curves", fig_curves),
     ("Zero fraction and dead units (C5, C6)", fig_sparsity),
     ("Throughput per variant (C7, C9)", fig_throughput),
+    (LR_CURVES_CAPTION, fig_lr_curves),
 )
 
 
@@ -224,7 +301,9 @@ def draw_figures(runs: list[Run], out: Path) -> list[tuple[str, str]]:
     drawn = []
     for caption, draw in FIGURES:
         name = draw(runs, out)
-        if name:
+        if isinstance(name, str):
             drawn.append((caption, name))
+        elif name:
+            drawn += [(f"{caption}: {what}", file) for what, file in name]
     return drawn
 

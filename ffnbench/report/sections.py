@@ -26,6 +26,7 @@ from ffnbench.report.costs import costs_section
 from ffnbench.report.figures import FIGURES_DIR
 from ffnbench.report.instabilities import instability_section
 from ffnbench.report.load import RESULTS_FILE, Loaded, Unused, first_line
+from ffnbench.report.lrgrid import lrgrid_section
 from ffnbench.report.lrs import lr_section
 from ffnbench.report.method import method_section
 from ffnbench.tables import fmt, markdown_table
@@ -48,6 +49,7 @@ def render(loaded: Loaded, results: list[ClaimResult], figures: list[tuple[str, 
     lines += claims_section(results)
     lines += lr_section(loaded.runs)
     lines += instability_section(loaded.runs)
+    lines += lrgrid_section(loaded.runs)
     lines += results_section(loaded.runs)
     lines += costs_section(loaded.runs)
     lines += ["## Figures", ""]
