@@ -211,7 +211,7 @@ def test_a_robust_sweep_extends_a_grid_whose_best_lr_is_at_its_edge_then_judges_
     assert "lr-tuning round 1 done: 0 runs at their tuned lrs, 2 tuning runs or retries" in out.stdout
     done = list(results(tmp_path, "linear").values())
     assert len(done) == 13 and {r["status"] for r in done} == {"finished"}
-    extended = sorted(r["seed"] for r in done if r["config"]["optim"]["lr"] == 0.000707)
+    extended = sorted(r["seed"] for r in done if r["config"]["optim"]["lr"] == 0.000707 and r["config"]["tuning"])
     assert extended == [100, 101]  # the extension: the same tuning seeds, one step above the grid
     judged = [r for r in done if not r["config"]["tuning"]]
     assert [r["config"]["optim"]["lr"] for r in judged] == [0.000707]
