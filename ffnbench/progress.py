@@ -66,8 +66,10 @@ def _duration(seconds: float) -> str:
 
 def estimate(runs: Sequence[tuple[Path, float | None]]) -> Estimate:
     """`runs`: (run directory, planned FLOPs) of every run of the sweep. A run's FLOPs count as left until it
-    has a final status (a resumed run's done part is not subtracted: a slight overestimate). The rate is per run,
-    so runs trained side by side (joblib, SLURM arrays) make the estimate too long by their parallelism."""
+    has a final status (a resumed run's done part is not subtracted: a slight overestimate). The rate is the recent
+    runs' FLOPs over the wall-clock time they covered together (the union of their [start, end] intervals), so runs
+    trained side by side (joblib's jobs, a SLURM array) count as the parallel sweep they are, and a pause between
+    runs (an interrupted campaign) does not count at all."""
     done, left = 0, 0.0
     timed: list[tuple[float, float, float]] = []  # (finished at, FLOPs, seconds) of each finished run
     for run_dir, flops in runs:
@@ -83,9 +85,24 @@ def estimate(runs: Sequence[tuple[Path, float | None]]) -> Estimate:
         elif flops:
             left += flops
     recent = sorted(timed)[-RECENT_RUNS:]
-    seconds = sum(t[2] for t in recent)
+    seconds = _covered([(end - wall, end) for end, _, wall in recent])
     rate = sum(t[1] for t in recent) / seconds if seconds else None
     return Estimate(done, len(runs), left / rate if rate else None, rate, len(recent))
+
+
+def _covered(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of [start, end] intervals (a run without a readable end counts on its own)."""
+    total, reach = 0.0, -math.inf
+    for start, end in sorted(intervals):
+        if not math.isfinite(end):
+            total += end - start if math.isfinite(end - start) else 0.0
+            continue
+        if start > reach:
+            total += end - start
+        elif end > reach:
+            total += end - reach
+        reach = max(reach, end)
+    return total
 
 
 def _epoch(finished_at: str | None) -> float:

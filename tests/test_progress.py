@@ -32,7 +32,8 @@ def _finished(tmp_path, name, flops, wall, status="finished", at="2026-12-01T10:
 
 
 def test_time_left_is_the_flops_left_at_the_rate_the_finished_runs_reached(tmp_path):
-    runs = [(_finished(tmp_path, "a", 1e12, 100.0), 1e12), (_finished(tmp_path, "b", 3e12, 300.0), 3e12),
+    runs = [(_finished(tmp_path, "a", 1e12, 100.0, at="2026-12-01T09:50:00+0000"), 1e12),
+            (_finished(tmp_path, "b", 3e12, 300.0), 3e12),  # one after the other: 400 s of wall time
             (_finished(tmp_path, "c", 5e12, 1.0, status="diverged"), 5e12),  # done, but no rate from it
             (tmp_path / "d", 5e11), (tmp_path / "e", 2.5e12)]
     est = estimate(runs)
@@ -72,8 +73,9 @@ def test_a_resumed_runs_rate_counts_only_what_its_last_process_trained(tmp_path)
 def test_the_rate_is_that_of_the_most_recently_finished_runs(tmp_path):
     """Two runs that shared the cores with other work (10x slower) stop counting once ten runs finished after them:
     a campaign resumed on a quiet machine says what is left at the rate it trains now."""
-    slow = [(_finished(tmp_path, f"slow{i}", 1e12, 1000.0, at=f"2026-12-01T09:0{i}:00+0000"), 1e12) for i in range(2)]
-    fast = [(_finished(tmp_path, f"fast{i}", 1e12, 100.0, at=f"2026-12-01T10:{i:02d}:00+0000"), 1e12)
+    slow = [(_finished(tmp_path, f"slow{i}", 1e12, 1000.0, at=f"2026-12-01T08:{30 * i:02d}:00+0000"), 1e12)
+            for i in range(2)]
+    fast = [(_finished(tmp_path, f"fast{i}", 1e12, 100.0, at=f"2026-12-01T10:{2 * i:02d}:00+0000"), 1e12)
             for i in range(10)]
     est = estimate([*fast[:5], *slow, *fast[5:], (tmp_path / "left", 1e13)])  # the order of the manifest is not time
     assert (est.done, est.based_on, est.rate, est.seconds_left) == (12, 10, 1e10, 1000.0)
@@ -83,6 +85,15 @@ def test_the_rate_is_that_of_the_most_recently_finished_runs(tmp_path):
 def test_recent_means_recent_in_time_whatever_the_time_zone_it_was_written_in(tmp_path):
     """10:30+01:00 is 09:30 UTC: before 10:00+00:00 although it sorts after it as text."""
     early = (_finished(tmp_path, "early", 1e12, 1000.0, at="2026-12-01T10:30:00+0100"), 1e12)
-    later = [(_finished(tmp_path, f"later{i}", 1e12, 100.0, at=f"2026-12-01T10:{i:02d}:00+0000"), 1e12)
+    later = [(_finished(tmp_path, f"later{i}", 1e12, 100.0, at=f"2026-12-01T10:{2 * i:02d}:00+0000"), 1e12)
              for i in range(10)]
     assert estimate([early, *later]).rate == 1e10
+
+
+def test_runs_trained_side_by_side_count_as_a_parallel_sweep_and_a_pause_does_not_count(tmp_path):
+    """Two joblib jobs of 100 s each, side by side, trained 2e12 FLOPs in 100 s of wall time: the sweep's rate is
+    2e10 (each run's own is 1e10). A pause of an hour before the next pair is not training time."""
+    pair = [(_finished(tmp_path, f"p{i}", 1e12, 100.0, at="2026-12-01T10:00:00+0000"), 1e12) for i in range(2)]
+    assert estimate([*pair, (tmp_path / "left", 2e12)]).seconds_left == 100.0
+    later = [(_finished(tmp_path, f"q{i}", 1e12, 100.0, at="2026-12-01T11:00:00+0000"), 1e12) for i in range(2)]
+    assert estimate([*pair, *later, (tmp_path / "left", 2e12)]).rate == 2e10
