@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fixtures.report.synthetic import make_record
 from omegaconf import OmegaConf
 from rich.console import Console
 
@@ -407,3 +408,38 @@ def test_a_slurm_rerun_from_a_login_node_skips_what_gpu_nodes_finished(tmp_path,
     runs[0].run_dir.mkdir(parents=True)
     (runs[0].run_dir / "run_config.json").write_text(json.dumps(finished))  # stored bf16-mixed
     assert sweep.plan("linear", "submitit_slurm", asked)[0][0].action == "conflict"
+
+
+def _fake_outcomes(runs, loss_of) -> None:
+    """A finished record in each planned run's directory, its loss `loss_of(lr)` (planning reads nothing else)."""
+    for r in runs:
+        lr = float(next(o for o in r.overrides if o.startswith("optim.lr=")).split("=", 1)[1])
+        seed = int(next(o for o in r.overrides if o.startswith("seed=")).split("=", 1)[1])
+        r.run_dir.mkdir(parents=True, exist_ok=True)
+        record = make_record("gelu", seed, loss_of(lr), lr=lr, config={"tuning": "tuning=True" in r.overrides})
+        (r.run_dir / RESULT_FILE).write_text(json.dumps(record))
+
+
+def test_a_sweep_interrupted_during_a_grid_extension_plans_the_same_extension_again(tmp_path):
+    """The extension is a function of the finished runs: planned again with one of its runs finished and the other
+    not, it asks for the same two runs (one skipped, one started), never a third lr; once both are done and the cap
+    is reached, the judged run starts at the new lr."""
+    grids = ("hydra.sweeper.grids=[{ffn: gelu, optim.lr: '0.000125,0.000177,0.00025,0.000354,0.0005', "
+             "seed: '100,101', tuning: true}, {ffn: gelu, optim.lr: tuned, seed: 0}]")
+    args = [*micro_args(tmp_path), "hydra.sweeper.params=null", "lr_protocol.robust=true", "lr_protocol.min_lrs=5",
+            "lr_protocol.min_seeds=2", "lr_protocol.bracket_cap=1", grids]
+    runs, _ = sweep.plan("linear", None, args)
+    assert [r.action for r in runs].count("start") == 10 and [r.action for r in runs].count("wait") == 1
+    _fake_outcomes([r for r in runs if r.action == "start"], lambda lr: 3.0 - lr)  # the larger the better
+    runs, _ = sweep.plan("linear", None, args)
+    extension = [r for r in runs if r.action == "start"]
+    assert len(extension) == 2 and all("optim.lr=0.000707" in r.overrides for r in extension)
+    _fake_outcomes(extension[:1], lambda lr: 3.0 - lr)  # interrupted: one of the two finished
+    again, _ = sweep.plan("linear", None, args)
+    assert {r.run_dir: r.action for r in again if r.run_dir in {e.run_dir for e in extension}} == {
+        extension[0].run_dir: "skip", extension[1].run_dir: "start"}
+    assert len(again) == 13 and [r.action for r in again].count("wait") == 1
+    _fake_outcomes(extension[1:], lambda lr: 3.0 - lr)
+    final, _ = sweep.plan("linear", None, args)
+    judged = [r for r in final if r.action == "start"]
+    assert len(judged) == 1 and judged[0].tuned and "optim.lr=0.000707" in judged[0].overrides
