@@ -1,11 +1,12 @@
 """The performance benchmarks (ffnbench.bench): the timing helpers, the renderer, the command line, the two
-contenders, and one --quick run of all five benchmarks on the CPU whose tables and JSON are checked for what was
+contenders, and one --quick run of every benchmark on the CPU whose tables and JSON are checked for what was
 measured (never for speed)."""
 
 import contextlib
 import io
 import json
 import math
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,7 +22,7 @@ from ffnbench.tables import MISSING
 MACHINE_KEYS = {"label", "hostname", "accelerator", "cpu", "cpu_count", "torch_threads", "torch", "python",
                 "versions"}
 TITLES = ["## 1. Pipeline overhead", "## 2. MFU", "## 3. FFN variants at matched budget",
-          "## 4. d_ff alignment (claim C9)", "## 5. Startup"]
+          "## 4. d_ff alignment (claim C9)", "## 5. Startup", "## 6. Parallel runs on a CPU"]
 
 
 # ---- timing -----------------------------------------------------------------------------------------------
@@ -156,7 +157,7 @@ def test_step_times_are_off_unless_asked(monkeypatch, tmp_path):
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
-    """All five benchmarks at --quick sizes, into a temporary folder, on a temporary data cache."""
+    """Every benchmark at --quick sizes, into a temporary folder, on a temporary data cache."""
     root = tmp_path_factory.mktemp("bench")
     mp = pytest.MonkeyPatch()
     mp.setenv("FFNBENCH_CACHE", str(root / "cache"))
@@ -179,11 +180,11 @@ def _check_summary(s, n: int | None = None) -> None:
     assert s["n"] == n if n is not None else s["n"] >= 1
 
 
-def test_quick_run_prints_five_tables_and_writes_five_files(quick_run):
+def test_quick_run_prints_every_table_and_writes_every_file(quick_run):
     folder, results, printed = quick_run
     for title in TITLES:
         assert title in printed
-    names = ["overhead", "mfu", "variants", "alignment", "startup"]
+    names = ["overhead", "mfu", "variants", "alignment", "startup", "parallel"]
     assert sorted(p.stem for p in folder.glob("*.json")) == sorted(names)
     for name in names:
         data = json.loads((folder / f"{name}.json").read_text())
@@ -495,3 +496,18 @@ def test_every_model_the_overhead_benchmark_can_time_has_its_window_sizes(sizes_
     for model in (*sizes.overhead_gpu_sized, *sizes.overhead_models):
         warmup, window, windows = sizes.overhead_steps[model]
         assert warmup >= 1 and window >= 1 and windows >= 2, (model, sizes.overhead_steps[model])
+
+
+def test_quick_parallel_times_one_run_alone_and_two_at_once(quick_run):
+    folder, _, _ = quick_run
+    data = json.loads((folder / "parallel.json").read_text())
+    if (os.cpu_count() or 1) < 2:
+        assert data["rows"][0]["what"] == "skipped"
+        return
+    alone, together = data["rows"]
+    assert (alone["jobs"], together["jobs"]) == (1, 2) and together["threads"] == (os.cpu_count() or 1) // 2
+    for row in (alone, together):
+        _check_summary(row["tokens_per_s_total"], 1)
+    ratio = together["tokens_per_s_ratio"]["median"]
+    assert ratio == pytest.approx(together["tokens_per_s_total"]["median"] / alone["tokens_per_s_total"]["median"])
+    assert _positive_finite(together["runs_per_hour_ratio"]["median"])

@@ -13,6 +13,8 @@
                parameter (claim C9)                                                              → alignment.json
   5 startup    command start → first training step of `python -m ffnbench.train` (a subprocess), and data
                preparation: first tokenization vs cached load                                    → startup.json
+  6 parallel   CPU: one run on every core against several runs at once on a share each (the joblib launcher):
+               tokens/s and runs per hour as ratios against the run alone                         → parallel.json
 
 Method: warm-up steps and calls are excluded; repetitions are interleaved (A B, B A, A B, ...) so slow drift of
 the machine hits every contender alike; every figure is the median of its repetitions with the interquartile
@@ -34,7 +36,7 @@ from typing import Any
 
 import torch
 
-from ffnbench.bench import alignment, mfu, overhead, startup, variants
+from ffnbench.bench import alignment, mfu, overhead, parallel, startup, variants
 from ffnbench.bench.render import render
 from ffnbench.bench.session import BenchSession, sizes_for
 from ffnbench.bench.timing import LoadMeter, load_snapshot
@@ -43,15 +45,15 @@ from ffnbench.errors import ConfigError
 from ffnbench.hardware import resolve_accelerator, torch_device
 from ffnbench.records import git_revision
 
-BENCHMARKS = {1: "overhead", 2: "mfu", 3: "variants", 4: "alignment", 5: "startup"}
+BENCHMARKS = {1: "overhead", 2: "mfu", 3: "variants", 4: "alignment", 5: "startup", 6: "parallel"}
 MEASURE: dict[str, Callable[[BenchSession], dict[str, Any]]] = {
     "overhead": overhead.measure, "mfu": mfu.measure, "variants": variants.measure, "alignment": alignment.measure,
-    "startup": startup.measure}
+    "startup": startup.measure, "parallel": parallel.measure}
 DEFAULT_OUT = Path("experiments") / "bench"
 
 
 def parse_only(text: str | None) -> list[str]:
-    """'1,3' or 'overhead,variants' (or a mix) → benchmark names in run order; None → all five."""
+    """'1,3' or 'overhead,variants' (or a mix) → benchmark names in run order; None → all of them."""
     if not text:
         return list(BENCHMARKS.values())
     chosen = set()

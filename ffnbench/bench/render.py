@@ -10,7 +10,8 @@ from typing import Any
 from ffnbench.tables import MISSING, fmt, markdown_table
 
 TITLES = {"overhead": "1. Pipeline overhead", "mfu": "2. MFU", "variants": "3. FFN variants at matched budget",
-          "alignment": "4. d_ff alignment (claim C9)", "startup": "5. Startup"}
+          "alignment": "4. d_ff alignment (claim C9)", "startup": "5. Startup",
+          "parallel": "6. Parallel runs on a CPU"}
 
 
 def median_iqr(s: Mapping[str, Any] | None, spec: str = ".4g") -> str:
@@ -102,9 +103,20 @@ def startup_tables(record: Mapping[str, Any]) -> list[str]:
     return [commands, data]
 
 
+def parallel_tables(record: Mapping[str, Any]) -> list[str]:
+    rows = record["rows"]
+    if rows and rows[0].get("what") == "skipped":
+        return [f"skipped: {rows[0]['why']}"]
+    header = ["runs", "tokens/s per run", "tokens/s together", "wall s", "tokens/s ÷ alone", "runs/h ÷ alone"]
+    return [_table(header, [[r["what"], median_iqr(r["tokens_per_s_per_run"], ".3g"),
+                             median_iqr(r["tokens_per_s_total"], ".3g"), median_iqr(r["wall_s"], ".3g"),
+                             _speedup(r.get("tokens_per_s_ratio")), _speedup(r.get("runs_per_hour_ratio"))]
+                            for r in rows])]
+
+
 TABLES: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
     "overhead": overhead_tables, "mfu": mfu_tables, "variants": variants_tables, "alignment": alignment_tables,
-    "startup": startup_tables}
+    "startup": startup_tables, "parallel": parallel_tables}
 
 
 def render(name: str, record: Mapping[str, Any]) -> str:

@@ -43,6 +43,11 @@ class Sizes:
     startup_reps: int
     data_reps: int
     val_tokens: int  # the pipeline's validation set: outside every timed window, kept small to save time
+    parallel_model: str = "mini"  # benchmark 6: the run timed alone and as parallel jobs (the CPU campaign's model)
+    parallel_steps: int = 300
+    parallel_batch: int = 16
+    parallel_jobs: int = 2  # at most the machine's cores
+    parallel_reps: int = 2
 
 
 def sizes_for(quick: bool, gpu: bool) -> Sizes:
@@ -56,6 +61,7 @@ def sizes_for(quick: bool, gpu: bool) -> Sizes:
             variant_layer_inner=2, variant_step_inner=1, variant_reps=2,
             align_d_model=64, align_tokens=64, align_inner=2, align_reps=3,
             startup_model="micro", startup_reps=1, data_reps=1, val_tokens=256,
+            parallel_model="micro", parallel_steps=20, parallel_batch=4, parallel_reps=1,
         )
     if gpu:
         return Sizes(
