@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -208,50 +208,93 @@ def submitit_slurm_task() -> bool:
     return os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
 
 
+LEASE_ENV = "FFNBENCH_GPU_LEASE"  # the GPUs a leased DDP run holds, for the ranks Lightning spawns (they inherit it)
+
+
+def parallel_launcher() -> bool:
+    """Whether several runs may start on this node at once: a joblib sweep of more than one job, or submitit's local
+    executor (it gives every job the same GPUs)."""
+    return parallel_jobs() > 1 or os.environ.get("SUBMITIT_EXECUTOR") == "local"
+
+
 @contextlib.contextmanager
 def claim_devices(hw: Hardware) -> Iterator[int | list[int]]:
-    """The `devices` Lightning gets, held for the block: one GPU of several is leased for it (and given back
-    however the block ends), so that runs started in parallel on one node (joblib, submitit_local, also inside a
-    SLURM allocation) each get their own; a submitit SLURM task (pinned by SLURM) and DDP take what they see. On a
-    GPU, float32 matmuls may use TF32."""
+    """The `devices` Lightning gets, held for the block: GPUs are leased for it (and given back however the block
+    ends), so that runs started in parallel on one node (joblib, submitit_local, also inside a SLURM allocation)
+    each get their own — one GPU for a single-GPU run, even on a node with one GPU (the runs then queue for it), and
+    hw.devices of them for a DDP run under a parallel launcher, which its spawned ranks inherit (LEASE_ENV). A
+    submitit SLURM task (pinned by SLURM), and a DDP run alone on its node, take what they see. On a GPU, float32
+    matmuls may use TF32."""
     if hw.accelerator != "gpu":
         yield hw.devices
         return
     torch.set_float32_matmul_precision("high")
-    if hw.devices == 1 and torch.cuda.device_count() > 1 and not submitit_slurm_task():
-        lease = GpuLease(torch.cuda.device_count())
-        try:
-            yield [lease.index]
-        finally:
-            lease.release()
+    inherited = os.environ.get(LEASE_ENV)
+    if inherited and local_rank() > 0:  # a rank the leased parent spawned: its GPUs, already held for it
+        yield [int(i) for i in inherited.split(",")]
         return
-    yield hw.devices
+    if submitit_slurm_task() or (hw.devices > 1 and not parallel_launcher()):
+        yield hw.devices
+        return
+    lease = GpuLease(torch.cuda.device_count(), count=hw.devices)
+    os.environ[LEASE_ENV] = ",".join(map(str, lease.indices))
+    try:
+        yield list(lease.indices)
+    finally:
+        os.environ.pop(LEASE_ENV, None)
+        lease.release()
+
+
+def gpu_keys(n_gpus: int) -> list[str]:
+    """A name per visible GPU that is the same in every process whatever its CUDA_VISIBLE_DEVICES: the device's
+    UUID where CUDA reports one, else its index (then jobs with different CUDA_VISIBLE_DEVICES are not told apart)."""
+    keys = []
+    for i in range(n_gpus):
+        try:
+            uuid = getattr(torch.cuda.get_device_properties(i), "uuid", None)
+        except (RuntimeError, AssertionError, AttributeError):
+            uuid = None
+        keys.append(f"-{uuid}" if uuid else str(i))
+    return keys
 
 
 class GpuLease:
-    """One GPU per run when a sweep runs several runs at once on one node (joblib, submitit_local): each run
-    takes an exclusive lock on a GPU that no other ffnbench run on this machine holds. The lock goes with
-    the run's end, or with its process if it dies. Hydra does not do this for you."""
+    """GPUs for one run when a sweep runs several runs at once on one node (joblib, submitit_local): the run takes
+    an exclusive lock on `count` GPUs that no other ffnbench run on this machine holds, keyed by the physical GPU
+    (gpu_keys), all or none (a DDP run never holds half its GPUs while it waits). The locks go with the run's end,
+    or with its process if it dies. Hydra does not do this for you."""
 
-    def __init__(self, n_gpus: int, lock_dir: Path | None = None, poll_s: float = 5.0):
+    def __init__(self, n_gpus: int, count: int = 1, lock_dir: Path | None = None, poll_s: float = 5.0,
+                 keys: list[str] | None = None):
         import fcntl
 
+        if count > n_gpus:
+            raise ConfigError(f"trainer.devices={count}: this node shows {n_gpus} GPU{'s' * (n_gpus != 1)}")
         lock_dir = lock_dir or Path(os.environ.get("TMPDIR", "/tmp")) / f"ffnbench-gpu-locks-{os.getuid()}"
         lock_dir.mkdir(parents=True, exist_ok=True)
+        keys = keys or gpu_keys(n_gpus)
         while True:
+            held: list[tuple[int, Any]] = []
             for index in range(n_gpus):
-                handle = open(lock_dir / f"gpu{index}.lock", "w")  # noqa: SIM115 - held for the run
+                handle = open(lock_dir / f"gpu{keys[index]}.lock", "w")  # noqa: SIM115 - held for the run
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     handle.close()
                     continue
-                self.index, self._handle = index, handle
-                return
-            time.sleep(poll_s)  # every GPU is busy: wait for a run to end
+                held.append((index, handle))
+                if len(held) == count:
+                    self.indices = [i for i, _ in held]
+                    self.index = self.indices[0]
+                    self._handles = [h for _, h in held]
+                    return
+            for _, handle in held:  # not enough free: give back what was taken, and wait for a run to end
+                handle.close()
+            time.sleep(poll_s)
 
     def release(self) -> None:
-        self._handle.close()
+        for handle in self._handles:
+            handle.close()
 
 
 def parallel_jobs() -> int:

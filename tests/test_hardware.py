@@ -93,7 +93,8 @@ def test_the_cpu_needs_no_lease():
 def leases(two_gpus, monkeypatch, tmp_path):
     """GPU leases in a private lock folder; float32 matmul precision left alone."""
     monkeypatch.setattr(torch, "set_float32_matmul_precision", lambda p: None)
-    monkeypatch.setattr(hardware, "GpuLease", lambda n: GpuLease(n, lock_dir=tmp_path, poll_s=0.01))
+    monkeypatch.setattr(hardware, "GpuLease", lambda n, **kw: GpuLease(n, lock_dir=tmp_path, poll_s=0.01, **kw))
+    monkeypatch.delenv(hardware.LEASE_ENV, raising=False)
     return tmp_path
 
 
@@ -136,6 +137,62 @@ def test_joblib_inside_a_slurm_allocation_still_leases_a_gpu(leases, monkeypatch
     monkeypatch.setenv("SUBMITIT_EXECUTOR", "slurm")
     with claim_devices(one) as devices:
         assert devices == 1 and held(leases) == []
+
+
+def test_a_one_gpu_node_queues_its_runs_for_the_gpu(leases, monkeypatch):
+    """Two joblib jobs on a node with one GPU: the second waits for the first to give it back (before, a one-GPU
+    node took no lease and every job ran on it at once: wrong tokens/s and MFU, maybe out of memory)."""
+    import threading
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    one = Hardware("gpu", 1, "bf16-mixed", "auto")
+    got: list = []
+    with claim_devices(one) as devices:
+        assert devices == [0] and held(leases) == ["gpu0"]
+        waiter = threading.Thread(target=lambda: got.append(claim_devices(one).__enter__()))
+        waiter.start()
+        waiter.join(0.2)
+        assert got == []  # still waiting
+    waiter.join(5)
+    assert got == [[0]]
+
+
+def test_a_ddp_run_under_a_parallel_launcher_leases_all_its_gpus_and_its_ranks_inherit_them(leases, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(hardware, "parallel_jobs", lambda: 2)  # a joblib sweep of 2 jobs
+    ddp = Hardware("gpu", 2, "bf16-mixed", "ddp")
+    with claim_devices(ddp) as first, claim_devices(ddp) as second:
+        assert (first, second) == ([0, 1], [2, 3]) and held(leases) == ["gpu0", "gpu1", "gpu2", "gpu3"]
+        monkeypatch.setenv("LOCAL_RANK", "1")  # a rank Lightning spawned: the parent's GPUs, no lock of its own
+        with claim_devices(ddp) as rank:
+            assert rank == [2, 3]
+        monkeypatch.delenv("LOCAL_RANK")
+    assert held(leases) == []
+    monkeypatch.setattr(hardware, "parallel_jobs", lambda: 1)
+    with claim_devices(ddp) as alone:
+        assert alone == 2 and held(leases) == []  # a DDP run alone on its node takes what it sees
+
+
+def test_leases_are_keyed_by_the_physical_gpu_not_its_visible_index(tmp_path):
+    """Job A sees only GPU B (CUDA_VISIBLE_DEVICES=1): its index 0 is B. Job B sees both: it must not take B's
+    lock as "index 1 is free", nor be refused A's lock because A's index 0 is held."""
+    a = GpuLease(1, lock_dir=tmp_path, poll_s=0.01, keys=["-GPU-bbbb"])
+    assert a.indices == [0]
+    b = GpuLease(2, lock_dir=tmp_path, poll_s=0.01, keys=["-GPU-aaaa", "-GPU-bbbb"])
+    assert b.indices == [0]  # GPU aaaa, free although job A holds its own index 0
+    import threading
+
+    third: list = []
+    t = threading.Thread(target=lambda: third.append(GpuLease(2, lock_dir=tmp_path, poll_s=0.01,
+                                                              keys=["-GPU-aaaa", "-GPU-bbbb"])))
+    t.start()
+    t.join(0.3)
+    assert third == []  # both physical GPUs are held: it waits
+    a.release()
+    t.join(5)
+    assert third[0].indices == [1]  # GPU bbbb, once job A gave it back
+    third[0].release()
+    b.release()
 
 
 def test_the_gpu_lease_is_released_on_every_path(leases):
