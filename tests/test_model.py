@@ -299,3 +299,23 @@ def test_z_loss_adds_palms_auxiliary_term_and_zero_is_the_plain_cross_entropy():
         torch.testing.assert_close(model(idx, targets, z_loss=1e-2), by_hand, rtol=1e-6, atol=0)
     model(idx, targets, z_loss=1e-2).backward()  # it trains: gradients reach the embedding
     assert model.wte.weight.grad.abs().sum() > 0
+
+
+def test_the_loss_head_computes_exactly_what_the_inline_head_did_and_compiles_with_the_blocks():
+    import torch.nn.functional as F
+
+    from ffnbench.model import compile_blocks
+
+    cfg = ModelConfig(vocab_size=64, seq_len=16, d_model=32, n_layer=2, n_head=2, ffn=FFNSpec("swiglu", budget=4))
+    model = GPT(cfg, seed=3)
+    idx = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(0))
+    targets = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(1))
+    x = model.wte(idx) + model.wpe.weight[:16]
+    for block in model.blocks:
+        x = block(x)
+    logits = F.linear(model.ln_f(x), model.wte.weight)
+    inline = F.cross_entropy(logits.float().view(-1, 64), targets.reshape(-1))
+    assert torch.equal(model(idx, targets), inline)  # bit for bit: the eager default is unchanged
+    assert not any(n.startswith("loss_head") for n, _ in model.named_parameters())  # no parameters of its own
+    compile_blocks(model)
+    assert model.loss_head._compiled_call_impl is not None and all(b._compiled_call_impl for b in model.blocks)
