@@ -115,15 +115,20 @@ class FlopBreakdown:
         return asdict(self)
 
 
-def count_flops(cfg: ModelConfig, seq_len: int | None = None) -> FlopBreakdown:
-    """Analytic FLOPs per token at context length `seq_len` (default: the model's)."""
+def count_flops(cfg: ModelConfig, seq_len: int | None = None, causal: bool = False) -> FlopBreakdown:
+    """Analytic FLOPs per token at context length `seq_len` (default: the model's). The attention context term
+    (QKᵀ and A·V) counts every query against all T keys by default: the convention of the records' `flops` block, the
+    cost views and FlopCounterMode on the math kernel. `causal=True` counts what a causal kernel computes, each
+    query against the keys at or before it, (T + 1)/2 on average: what MFU divides by, so that a flash kernel
+    skipping the masked half does not look twice as efficient there."""
     t = seq_len or cfg.seq_len
     d, L = cfg.d_model, cfg.n_layer
     d_ff = size_ffn(cfg.ffn, d).d_ff
     ffn_w = ffn_matmul_params(d, d_ff, cfg.ffn.gated)
     attn_w = attention_params(d, bias=False)
     head_w = cfg.vocab_size * d
-    context = 2 * 2 * t * d  # QKᵀ and A·V: 2·T·d multiply-adds each, per token
+    keys = (t + 1) / 2 if causal else t  # keys a query is multiplied with, on average
+    context = round(2 * 2 * keys * d)  # QKᵀ and A·V: 2·keys·d multiply-adds each, per token
     matmul_params = L * (attn_w + ffn_w) + head_w
     forward = 2 * matmul_params + L * context
     return FlopBreakdown(

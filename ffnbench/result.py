@@ -3,7 +3,7 @@ of the lines of a published `results.jsonl`, and of records rebuilt from a W&B r
 claims and the report read it and nothing else.
 
 The blocks inside (ffn, model, params, metrics, ...) stay plain JSON objects: their keys are documented
-below and in the README, and a record written by an older ffnbench of the same schema still loads."""
+below and in docs/runs.md, and a record written by an older ffnbench of the same schema still loads."""
 
 from __future__ import annotations
 

@@ -142,7 +142,6 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
     """Build the model and the Trainer, train (validating at step 0 on a fresh start and at the last step), and
     record the run, whatever happens to it (a failure, Ctrl-C, divergence)."""
     t, dm, is_rank_zero = run.trainer, run.data, global_rank() == 0
-    flops = count_flops(run.model)
     peak, peak_source = peak_flops(run.hw.accelerator, run.hw.precision, t.peak_flops,
                                    Path(str(run.config["data"]["cache_dir"])).expanduser())
     compiled = CompileWatch(t.compile)  # before the model is built: a fresh dynamo cache for this run
@@ -150,7 +149,10 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
                       tokens_per_step=run.tokens_per_step, val_bytes_per_token=dm.val_bytes_per_token,
                       log_every=t.log_every, compile=t.compile, compile_mode=t.compile_mode, fingerprint=run.config,
                       val_every=t.val_every)
-    thr = ThroughputMonitor(run.tokens_per_step, flops.training, peak, run.hw.devices * t.num_nodes,
+    # MFU counts causal attention as computed (accounting.count_flops: causal=True); the record's flops block keeps
+    # the full-attention convention every earlier record has
+    thr = ThroughputMonitor(run.tokens_per_step, count_flops(run.model, causal=True).training, peak,
+                            run.hw.devices * t.num_nodes,
                             log_every=t.log_every, peak_source=peak_source)
     ckpt_cb = PeriodicCheckpoint(last_checkpoint(run.run_dir), t.ckpt_every, t.val_every)
     ckpt_cb.path.parent.mkdir(parents=True, exist_ok=True)

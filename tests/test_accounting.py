@@ -74,6 +74,18 @@ def test_analytic_flops_agree_with_flop_counter(act, seq_len):
     assert measured == pytest.approx(analytic, rel=1e-3)
 
 
+def test_causal_attention_counts_the_keys_each_query_sees():
+    """MFU's convention: query t (0-based) is multiplied with t + 1 keys, (T + 1)/2 on average over a window; the
+    records' default counts all T. Only the context term differs: by 4·d·(T − 1)/2 per token and layer, forward."""
+    cfg = cfg_for(FFNSpec("gelu", budget=4))
+    t, d = cfg.seq_len, cfg.d_model
+    full, causal = count_flops(cfg), count_flops(cfg, causal=True)
+    assert full.attention_forward_per_layer - causal.attention_forward_per_layer == round(4 * d * t) - round(
+        4 * d * (t + 1) / 2)
+    assert full.ffn_forward_per_layer == causal.ffn_forward_per_layer and full.head_forward == causal.head_forward
+    assert sum(range(1, t + 1)) / t == (t + 1) / 2  # the average over the window's positions
+
+
 def test_flop_breakdown_adds_up():
     cfg = cfg_for(FFNSpec("swiglu", budget=4))
     f = count_flops(cfg)

@@ -511,3 +511,16 @@ def test_quick_parallel_times_one_run_alone_and_two_at_once(quick_run):
     ratio = together["tokens_per_s_ratio"]["median"]
     assert ratio == pytest.approx(together["tokens_per_s_total"]["median"] / alone["tokens_per_s_total"]["median"])
     assert _positive_finite(together["runs_per_hour_ratio"]["median"])
+
+
+def test_gpu_check_trains_the_gpu_sweeps_own_shape():
+    """The sweeps run `small` with an 8192-token BPE vocabulary (conf/experiment/_gpu.yaml), where the head and loss
+    weigh; gpu-check's MFU came from Shakespeare bytes (vocab 256) alone, where the head costs nothing."""
+    from ffnbench.bench import gpucheck
+    from ffnbench.config import compose
+
+    model, extra = gpucheck.SWEEP_SHAPE
+    sweep = compose(["experiment=activations"])
+    shape = compose([f"model={model}", *extra])
+    assert (shape.model.name, shape.data.tokenizer, shape.data.vocab_size) == (
+        sweep.model.name, sweep.data.tokenizer, sweep.data.vocab_size)

@@ -4,9 +4,10 @@ overhead, mfu and alignment records that `make bench` writes there too):
 
   1 software   torch, CUDA, the NVIDIA driver, cuDNN, Triton, the GPUs, their compute capability, the precision
   2 training   `small` and `base` for a few hundred steps each under trainer=gpu (mixed precision, every block
-               compiled), through ffnbench.train.train() as a user's run; fails if a block ran eager (a graph break,
-               a frame dynamo gave up on) or was recompiled after warm-up (dynamo's counters); MFU against the
-               datasheet dense peak (throughput.GPU_PEAK_FLOPS)
+               compiled), and the GPU sweeps' own shape (`small` with an 8192-token BPE vocabulary: the head and
+               loss weigh), through ffnbench.train.train() as a user's run; fails if a block ran eager (a graph
+               break, a frame dynamo gave up on) or was recompiled after warm-up (dynamo's counters); MFU against the
+               datasheet dense peak (throughput.GPU_PEAK_FLOPS), causal attention counted as computed
   3 overhead   the pipeline ÷ hand-loop ratio (bench/overhead.py) and MFU of both (bench/mfu.py), on the GPU
   4 alignment  claim C9's benchmark (bench/alignment.py), on the GPU
   5 ddp        with two GPUs visible: a 2-process DDP run (trainer=ddp trainer.devices=2, compiled)
@@ -40,6 +41,9 @@ from ffnbench.records import git_revision
 
 TIME_BUDGET_S = 480  # what the sizes below aim at on one datacenter GPU; the record says what it took
 TRAIN_MODELS = ("small", "base")
+# The shape the GPU sweeps train (conf/experiment/_gpu.yaml: model=small with an 8192-token BPE vocabulary), where the
+# tied head and the loss are a large share of a step; on Shakespeare, which needs no download, BPE trained offline.
+SWEEP_SHAPE = ("small", ["data.tokenizer=bpe", "data.vocab_size=8192"])
 TRAIN_STEPS, WARMUP_STEPS = 300, 20  # per model; recompiles are counted after the warm-up steps
 DDP_STEPS = 100
 
@@ -145,7 +149,8 @@ def software() -> dict[str, Any]:
             "arch_list": torch.cuda.get_arch_list(), "precision": resolve_precision("gpu", "auto"), "gpus": gpus}
 
 
-def train_check(session: BenchSession, model: str, steps: int, warmup: int) -> dict[str, Any]:
+def train_check(session: BenchSession, model: str, steps: int, warmup: int,
+                extra: list[str] | None = None) -> dict[str, Any]:
     """One compiled training run of `model` as trainer=gpu trains it (a fresh dynamo, as a fresh process has), watched
     by dynamo_watch: its status, tokens/s, MFU against the datasheet peak, and what went wrong with compilation."""
     from ffnbench.bench.contenders import pipeline_overrides
@@ -156,14 +161,15 @@ def train_check(session: BenchSession, model: str, steps: int, warmup: int) -> d
     watch = dynamo_watch(warmup)
     run_dir = session.work / "train" / model
     cfg = compose([*pipeline_overrides(session, model), "trainer.compile=true", f"trainer.max_steps={steps}",
-                   "trainer.progress_bar=false", f"run_dir={run_dir}"])
+                   "trainer.progress_bar=false", f"run_dir={run_dir}", *(extra or [])])
     started = time.perf_counter()
     result = train(cfg, callbacks=[watch])
     thr = result.throughput or {}
     problems = watch.problems()
     if result.status != "finished":
         problems.insert(0, f"the run ended {result.status}: {result.error}")
-    return {"model": model, "steps": steps, "warmup_steps": warmup, "status": result.status,
+    return {"model": model, "overrides": list(extra or []), "steps": steps, "warmup_steps": warmup,
+            "status": result.status,
             "precision": result.hardware.get("precision"), "tokens_per_step": result.tokens_per_step,
             "tokens_per_s": thr.get("tokens_per_s"), "mfu": thr.get("mfu"), "peak_flops": thr.get("peak_flops"),
             "peak_source": thr.get("peak_source"), "final_val_loss": result.metric("final_val_loss"),
@@ -265,12 +271,14 @@ def main(argv: list[str] | None = None) -> int:
         session = BenchSession(device=torch.device("cuda", 0), quick=args.quick, sizes=check_sizes(args.quick),
                                work=Path(work), cache_dir=_default_cache_dir())
         record["training"] = []
-        for model in TRAIN_MODELS:
-            row = train_check(session, model, steps, warmup)
+        shapes = [(m, []) for m in TRAIN_MODELS] + [SWEEP_SHAPE]
+        for model, extra in shapes:
+            row = train_check(session, model, steps, warmup, extra)
             record["training"].append(row)
             mfu = f", MFU {row['mfu']:.3f} of {row['peak_flops']:.3g} FLOP/s" if row["mfu"] else ""
             tps = f"{row['tokens_per_s']:,.0f} tokens/s" if row["tokens_per_s"] else "no throughput"
-            checks.append({"check": f"train {model} compiled", "ok": not row["problems"],
+            checks.append({"check": f"train {model}{' ' + ' '.join(extra) if extra else ''} compiled",
+                           "ok": not row["problems"],
                            "detail": "; ".join(row["problems"]) or f"{row['status']}, {tps}{mfu} "
                                                                      f"({row['seconds']:.0f} s)"})
             _print_checks(checks[-1:])

@@ -69,7 +69,7 @@ def measure(session: BenchSession) -> dict[str, Any]:
         pipeline = Pipeline(session, pipeline_overrides(session, model, batch), warmup, steps)
         cfg = pipeline.cfg
         mcfg = model_config(cfg, vocab_size_for(cfg.data))
-        flops = count_flops(mcfg)
+        flops = count_flops(mcfg, causal=True)  # as the pipeline's ThroughputMonitor counts it
         trials: dict[str, Callable[[], float]] = {"hand": hand_trial(session, cfg, pipeline.warmup, pipeline.steps),
                                                   "pipeline": pipeline}
         if not session.gpu:
@@ -90,8 +90,9 @@ def measure(session: BenchSession) -> dict[str, Any]:
         pr = peak_info["probe_readings"]
         notes.append(f"probe readings: median {pr['median']:.4g}, IQR {pr['iqr']:.3g}, n={pr['n']}; training runs here "
                      f"divide by the best cached reading, {peak_info['training_runs_peak_flops']:.4g} FLOP/s")
-    notes.append("model FLOPs per token = accounting.count_flops(...).training: 6 × matmul weights (tied head "
-                 "included) + the attention context term, at the model's seq_len")
+    notes.append("model FLOPs per token = accounting.count_flops(..., causal=True).training: 6 × matmul weights (tied "
+                 "head included) + the attention context term counted as a causal kernel computes it (each query "
+                 "against (T + 1)/2 keys on average), at the model's seq_len")
     settings = {"overrides": {m: pipeline_overrides(session, m, b) for m, b in s.mfu_models}, "steps": s.mfu_steps,
                 "reps": s.mfu_reps, "device": str(session.device), "compile": session.gpu,
                 "precision": session.precision}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-# What `make bench` aims for (README, "Benchmarks"); each table says whether it is met.
+# What `make bench` aims for (docs/benchmarks.md); each table says whether it is met.
 GOALS = {"overhead_ratio": 0.95, "cpu_mfu_tiny": 0.7, "startup_s": 10.0, "cached_load_s": 1.0}
 
 

@@ -25,7 +25,7 @@ from ffnbench.stats import Paired, Verdict
 # Bits per byte: a cost below this is "can be dropped". It is the former 0.01 nats/token at the byte tokenizer
 # of the CPU presets (one token = one byte: 0.01 / ln 2 = 0.0144 bpb), rounded up to 0.015, about 0.5% of the
 # quick sweep's ~3 bpb; and it stays above the cross-machine spread of identical runs (up to 0.009 nats/byte =
-# 0.013 bpb, README), below which a difference is not a finding at all.
+# 0.013 bpb, docs/runs.md), below which a difference is not a finding at all.
 BIAS_MARGIN_BPB = 0.015
 
 

@@ -1,0 +1,56 @@
+"""The documentation: each claim's rule in docs/claims.md is the registry's (`Claim.rule` is the one source), and
+every relative link of README.md and docs/*.md points at a file that exists."""
+
+import re
+from pathlib import Path
+
+from ffnbench.claims import CLAIMS
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAIMS_DOC = ROOT / "docs" / "claims.md"
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+MARKED_RULE = re.compile(r"<!-- rule:(C\d+) -->\n(.*?)\n<!-- /rule:\1 -->", flags=re.S)
+LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")  # [text](target "title")
+REFERENCE = re.compile(r"^\s*\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", flags=re.M)  # [label]: target
+CODE = re.compile(r"^(```|~~~).*?^\1", flags=re.S | re.M)  # fenced blocks: their brackets are code, not links
+INLINE_CODE = re.compile(r"`[^`\n]*`")
+
+
+def test_every_claims_rule_in_docs_is_the_registrys_rule():
+    text = CLAIMS_DOC.read_text()
+    marked: dict[str, list[str]] = {}
+    for claim_id, rule in MARKED_RULE.findall(text):
+        marked.setdefault(claim_id, []).append(rule)
+    problems = []
+    for c in CLAIMS:
+        if c.id not in marked:
+            problems.append(f"{c.id}: no <!-- rule:{c.id} --> … <!-- /rule:{c.id} --> block")
+        elif len(marked[c.id]) > 1:
+            problems.append(f"{c.id}: {len(marked[c.id])} rule blocks, expected one")
+        elif marked[c.id][0] != c.rule:
+            problems.append(f"{c.id}: the rule differs from ffnbench/claims/registry.py's; paste the registry's:\n"
+                            f"{c.rule}")
+    unknown = sorted(set(marked) - {c.id for c in CLAIMS})
+    problems += [f"{i}: a rule block for a claim the registry does not have" for i in unknown]
+    opened = set(re.findall(r"<!-- rule:(C\d+) -->", text))
+    problems += [f"{i}: its rule block is not closed by <!-- /rule:{i} -->" for i in sorted(opened - set(marked))]
+    assert not problems, "\n".join(problems)
+
+
+def _targets(page: Path) -> list[str]:
+    text = INLINE_CODE.sub("", CODE.sub("", page.read_text()))
+    return LINK.findall(text) + REFERENCE.findall(text)
+
+
+def test_every_relative_link_in_readme_and_docs_points_at_a_file_that_exists():
+    assert len(PAGES) > 1 and _targets(ROOT / "README.md"), "no links found: the link pattern is broken"
+    broken = []
+    for page in PAGES:
+        for target in _targets(page):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target, flags=re.I) or target.startswith("#"):
+                continue  # a URL (https:, mailto:) or an anchor on the same page
+            path = target.split("#", 1)[0].split("?", 1)[0]
+            if not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
