@@ -13,7 +13,7 @@ ARGS     ?=         # extra Hydra overrides for every run, e.g. ARGS="trainer.ma
 LAUNCHER ?=         # basic (default) | joblib | submitit_local | submitit_slurm
 SWEEP    ?=         # sweep directory for `make report` (default: the last sweep)
 
-.PHONY: help install lint test test-slow sweep report bench gpu-check params data clean
+.PHONY: help install lint test test-slow test-min sweep report bench gpu-check params data clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,6 +33,18 @@ test: lint ## lint, then the test suite (minutes; slow checks excluded)
 
 test-slow: $(STAMP) ## only the slow checks
 	$(PY) -m pytest -q -m slow
+
+MIN_VENV := .venv-min
+# the tests that touch Lightning, torch's training path, Hydra's launchers and submitit
+MIN_TESTS := tests/test_module.py tests/test_train.py tests/test_hardware.py tests/test_callbacks.py tests/test_loggers.py tests/test_sweep.py
+
+test-min: ## the Lightning/Hydra/submitit tests at the lowest versions pyproject.toml allows (a separate venv; not in make test)
+	@test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)
+	$(PYTHON) tools/min_constraints.py > $(MIN_VENV)/constraints.txt
+	$(MIN_VENV)/bin/pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(MIN_VENV)/bin/pip install --quiet --disable-pip-version-check -c $(MIN_VENV)/constraints.txt -e '.[dev]'
+	$(MIN_VENV)/bin/python -m pip list --format=freeze | grep -iE '^(lightning|torch|hydra|omegaconf|submitit|wandb|datasets)' 
+	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PARALLEL) $(MIN_TESTS)
 
 sweep: $(STAMP) ## run a sweep (default EXP=quick, offline on CPU) and write its report
 	$(PY) -m ffnbench.sweep $(strip $(EXP)) $(if $(strip $(LAUNCHER)),--launcher $(strip $(LAUNCHER))) -- $(ARGS)
