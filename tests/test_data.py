@@ -8,6 +8,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 from importlib import metadata
 from types import SimpleNamespace
 
@@ -337,6 +338,32 @@ def test_a_batch_of_several_steps_stacks_theirs_and_ends_at_a_multiple_of_them(s
     stream = iter(attach(ready(resumed), global_step=6).train_dataloader())
     for steps in (range(6, 8), range(8, 12)):
         assert all((a == b).all() for a, b in zip(next(stream), stacked(steps), strict=True))
+
+
+def test_a_gpu_run_builds_its_next_batch_on_a_thread_and_gets_the_same_batches(shakespeare, monkeypatch):
+    """Pinned (GPU) batches are built and pinned ahead on a background thread, not on the main thread right after
+    the logging step's host sync; the stream is the same, batch for batch. The thread ends with the stream."""
+    import threading
+
+    from ffnbench.data.batches import TrainBatches
+
+    plain = shakespeare.train_dataloader()
+    built_on: set[int] = set()
+    batch = TrainBatches.batch
+    monkeypatch.setattr(TrainBatches, "batch",
+                        lambda self, i: (self.prefetch and built_on.add(threading.get_ident()), batch(self, i))[1])
+    ahead = TrainBatches(plain.windows, plain.seed, plain.batch_size, group=2, prefetch=True)
+    assert plain.prefetch is False and TrainBatches(plain.windows, 0, 8, pin=True).prefetch is True
+    expected = iter(TrainBatches(plain.windows, plain.seed, plain.batch_size, group=2))
+    stream = iter(ahead)
+    for _ in range(5):
+        assert all((a == b).all() for a, b in zip(next(stream), next(expected), strict=True))
+    assert threading.get_ident() not in built_on and built_on  # every batch of the prefetched stream: a thread's
+    stream.close()
+    deadline = time.time() + 5
+    while any(t.name == "ffnbench-prefetch" for t in threading.enumerate()) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(t.name == "ffnbench-prefetch" for t in threading.enumerate())
 
 
 class TinyLM(L.LightningModule):

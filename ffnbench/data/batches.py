@@ -102,16 +102,22 @@ class TrainBatches(torch.utils.data.IterableDataset):
     one optimizer step per batch in the stack (trainer.inner_steps)."""
 
     def __init__(self, windows: TokenWindows, seed: int, batch_size: int, world_size: int = 1, rank: int = 0,
-                 start: int = 0, pin: bool = False, group: int = 1):
+                 start: int = 0, pin: bool = False, group: int = 1, prefetch: bool | None = None):
         self.windows, self.seed, self.batch_size, self.start = windows, seed, batch_size, start
         self.local = batch_size // world_size
         self.rank, self.pin, self.group = rank, pin, group
+        # a GPU run (pinned batches) builds and pins the next item on a thread while the device trains on this one,
+        # instead of on the main thread right after the logging step's host sync; the items are the same, in order
+        self.prefetch = pin if prefetch is None else prefetch
 
     def batch(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         offsets = window_offsets(self.seed, i, self.batch_size, len(self.windows.tokens), self.windows.seq_len)
         return self.windows(offsets[self.rank * self.local:(self.rank + 1) * self.local])
 
     def __iter__(self) -> Iterator[list[torch.Tensor]]:
+        return _prefetched(self._items()) if self.prefetch else self._items()
+
+    def _items(self) -> Iterator[list[torch.Tensor]]:
         i = self.start
         while True:
             end = (i // self.group + 1) * self.group
@@ -119,6 +125,43 @@ class TrainBatches(torch.utils.data.IterableDataset):
             x, y = torch.stack(xs), torch.stack(ys)
             yield [x.pin_memory(), y.pin_memory()] if self.pin else [x, y]
             i = end
+
+
+def _prefetched(items: Iterator, depth: int = 1) -> Iterator:
+    """`items`, produced on a background thread up to `depth` ahead of the consumer. The thread stops when the
+    consumer drops or closes this iterator (the end of a run): it never outlives the stream by more than a put."""
+    import queue
+    import threading
+
+    ready: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        ready.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+        except BaseException as e:  # handed to the consumer, raised where it asks for the next item
+            failed.append(e)
+            ready.put(None)
+
+    thread = threading.Thread(target=produce, name="ffnbench-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ready.get()
+            if failed:
+                raise failed[0]
+            yield item
+    finally:
+        stop.set()
 
 
 class ValBatches(torch.utils.data.Dataset):
