@@ -92,37 +92,57 @@ PREEMPT_SIGNAL_ENV = "SUBMITIT_PREEMPT_SIGNAL"  # submitit's setting: the signal
 
 
 class PreemptionSignal(L.Callback):
-    """submitit's pre-emption signal (USR2, or what SUBMITIT_PREEMPT_SIGNAL names), which SLURM sends a job
-    `signal_delay_s` before its time limit or on pre-emption. submitit's own handler requeues the job and exits
-    at once, wherever training is, losing the steps since the last checkpoint. During fit, the signal takes
-    Lightning's SIGTERM path instead: training stops at the end of the current batch on every rank and
-    PeriodicCheckpoint saves that step. Once the run is recorded, `forward()` hands the signal to the handler it
-    replaced (submitit's: requeue; the requeued job resumes from the checkpoint)."""
+    """SIGTERM (a scheduler's pre-emption or time limit) and submitit's pre-emption signal (USR2, or what
+    SUBMITIT_PREEMPT_SIGNAL names, which SLURM sends a job `signal_delay_s` before its time limit): during fit, either
+    only sets a flag — no collective and no exception inside a signal handler. At the start of every batch the ranks
+    agree on it (one all-reduce of one number under DDP; a signal reaches the ranks of a job milliseconds apart, and
+    each deciding alone would leave one rank in the checkpoint barrier while another trains), and every rank raises
+    SIGTERMException at that same batch, after the previous one ended: PeriodicCheckpoint saves that step. Lightning's
+    own SIGTERM handling is replaced for the fit (2.4–2.5 raise on each rank at its own batch end; 2.6 broadcasts
+    inside the handler). Once the run is recorded, `forward()` hands submitit's signal to the handler it replaced
+    (submitit's: requeue; the requeued job resumes from the checkpoint)."""
 
     def __init__(self):
         name = os.environ.get(PREEMPT_SIGNAL_ENV, "USR2")
         self.signum = getattr(signal, f"SIG{name}", signal.SIGUSR2)
-        self.received: tuple[int, Any] | None = None  # (signum, frame) of a signal received during fit
-        self._previous: Any = None
-        self._installed = False
+        self.received: tuple[int, Any] | None = None  # (signum, frame) of the pre-emption signal received during fit
+        self.flagged = False  # a stop was asked for in this process (either signal)
+        self._previous: dict[int, Any] = {}  # the handlers replaced for the fit, restored after it
+        self._handed: Any = None  # the pre-emption signal's handler before the fit (submitit's): forward() calls it
 
-    def on_fit_start(self, trainer, pl_module) -> None:
+    def on_train_start(self, trainer, pl_module) -> None:
+        # after Lightning registered its handlers for the fit (_SignalConnector), so that ours replace them
         if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
             return
-        self._previous = signal.getsignal(self.signum)
-        signal.signal(self.signum, self._on_signal)
-        self._installed = True
+        for signum in dict.fromkeys((signal.SIGTERM, self.signum)):
+            self._previous[signum] = signal.getsignal(signum)
+            signal.signal(signum, self._on_signal)
+        self._handed = self._previous[self.signum]
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        self.received = (signum, frame)
-        sigterm = signal.getsignal(signal.SIGTERM)  # Lightning's, set for the fit
-        if callable(sigterm):
-            sigterm(signal.SIGTERM, frame)
+        if signum == self.signum and signum != signal.SIGTERM:
+            self.received = (signum, frame)
+        self.flagged = True
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self._agreed(pl_module):
+            raise SIGTERMException()
+
+    def _agreed(self, pl_module) -> bool:
+        """Whether any rank was asked to stop: the same answer on every rank, at the same batch."""
+        import torch
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return self.flagged
+        flag = torch.tensor([float(self.flagged)], device=pl_module.device)
+        dist.all_reduce(flag)
+        return bool(flag.item())
 
     def _restore(self) -> None:
-        if self._installed:
-            signal.signal(self.signum, self._previous)
-            self._installed = False
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
 
     def on_fit_end(self, trainer, pl_module) -> None:
         self._restore()
@@ -132,9 +152,9 @@ class PreemptionSignal(L.Callback):
 
     def forward(self) -> None:
         """Give a signal received during fit to the handler it replaced (a no-op without one)."""
-        if self.received is not None and callable(self._previous):
+        if self.received is not None and callable(self._handed):
             received, self.received = self.received, None
-            self._previous(*received)
+            self._handed(*received)
 
 
 class StepProgressBar(RichProgressBar):

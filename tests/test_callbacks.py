@@ -109,29 +109,33 @@ def test_sigterm_saves_on_every_rank_at_the_step_it_stopped(tmp_path, rank, trai
     assert trainer.saves == saved
 
 
-def test_the_preemption_signal_stops_training_as_sigterm_does_then_reaches_the_handler_it_replaced(monkeypatch):
+def test_a_signal_only_flags_the_stop_every_rank_raises_at_the_next_batch_and_submitit_gets_its_signal(monkeypatch):
     # submitit sends USR2 before a job's time limit or on pre-emption, and its handler requeues the job and exits at
-    # once, wherever training is. During fit the signal is turned into Lightning's SIGTERM path instead (stop at
-    # the end of the step, checkpoint), and submitit's handler gets it once the run is recorded.
+    # once, wherever training is. During fit both it and SIGTERM only set a flag (no collective, no exception in a
+    # handler); the next batch start raises SIGTERMException on every rank (PeriodicCheckpoint saves), and
+    # submitit's handler gets its signal once the run is recorded.
     import signal
 
     monkeypatch.delenv(PREEMPT_SIGNAL_ENV, raising=False)
     calls = []
     previous = lambda signum, frame: calls.append(("submitit", signum))
     lightning_sigterm = lambda signum, frame: calls.append(("lightning", signum))
-    monkeypatch.setattr(signal, "getsignal", {signal.SIGUSR2: previous, signal.SIGTERM: lightning_sigterm}.get)
-    installed = {}
+    installed = {signal.SIGUSR2: previous, signal.SIGTERM: lightning_sigterm}
+    monkeypatch.setattr(signal, "getsignal", lambda signum: installed[signum])
     monkeypatch.setattr(signal, "signal", lambda signum, handler: installed.__setitem__(signum, handler))
     callback = PreemptionSignal()
     callback.forward()
     assert calls == []  # nothing received: nothing to hand on
-    callback.on_fit_start(None, None)
+    callback.on_train_start(None, None)
+    callback.on_train_batch_start(None, None, None, 0)  # no signal: training goes on
     installed[signal.SIGUSR2](signal.SIGUSR2, None)
-    assert calls == [("lightning", signal.SIGTERM)]
+    assert calls == [] and callback.flagged  # Lightning's handler replaced: nothing ran inside the handler
+    with pytest.raises(SIGTERMException):
+        callback.on_train_batch_start(None, None, None, 1)
     callback.on_exception(None, None, SIGTERMException())
-    assert installed[signal.SIGUSR2] is previous  # restored when fit ends
+    assert installed[signal.SIGUSR2] is previous and installed[signal.SIGTERM] is lightning_sigterm  # restored
     callback.forward()
-    assert calls == [("lightning", signal.SIGTERM), ("submitit", signal.SIGUSR2)]
+    assert calls == [("submitit", signal.SIGUSR2)]
 
 
 def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path):

@@ -480,6 +480,45 @@ class _Hook(L.Callback):
 """
 
 
+# Under DDP: rank 0 gets SIGTERM at the end of step 25's batch, rank 1 a few milliseconds later, as a scheduler's
+# signal reaches the tasks of one job.
+SIGTERM_STAGGERED = """
+import os, signal, threading
+import lightning as L
+
+class _Hook(L.Callback):
+    def on_train_batch_end(self, trainer, *args):
+        if trainer.global_step == 25:
+            delay = 0.0 if trainer.global_rank == 0 else 0.005
+            threading.Timer(delay, os.kill, (os.getpid(), signal.SIGTERM)).start()
+"""
+
+
+def test_ddp_ranks_signalled_apart_stop_at_one_step_and_the_resumed_run_equals_an_uninterrupted_one(cache_dir,
+                                                                                                   tmp_path):
+    ddp = [*MICRO, "trainer=ddp", "trainer.devices=2", f"data.cache_dir={cache_dir}"]
+    whole = run_cli(*ddp, f"hydra.run.dir={tmp_path / 'whole'}")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    args = [*ddp, f"hydra.run.dir={tmp_path / 'run'}"]
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": hook_pythonpath(tmp_path, SIGTERM_STAGGERED)}
+    try:
+        out = subprocess.run([sys.executable, "-m", "ffnbench.train", *args], capture_output=True, text=True, env=env,
+                             timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the ranks did not stop together: a rank waited in a collective the other never reached")
+    assert out.returncode == 143, out.stderr[-3000:]
+    stopped = json.loads((tmp_path / "run" / RESULT_FILE).read_text())
+    assert "stopped by SIGTERM at step 25" in stopped["error"], stopped["error"]
+    ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
+    assert ckpt["global_step"] == 25
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = json.loads((tmp_path / "run" / RESULT_FILE).read_text())
+    reference = json.loads((tmp_path / "whole" / RESULT_FILE).read_text())
+    assert resumed["resumed_from_step"] == 25 and resumed["status"] == "finished"
+    assert resumed["metrics"]["final_val_loss"] == pytest.approx(reference["metrics"]["final_val_loss"], rel=1e-6)
+
+
 def test_sigterm_mid_run_saves_that_step_and_the_rerun_resumes_from_it(finished, cache_dir, tmp_path):
     pythonpath = hook_pythonpath(tmp_path, SIGTERM_AT)
     args = [*MICRO, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'run'}"]
