@@ -85,18 +85,16 @@ def estimate(runs: Sequence[tuple[Path, float | None]]) -> Estimate:
         elif flops:
             left += flops
     recent = sorted(timed)[-RECENT_RUNS:]
-    seconds = _covered([(end - wall, end) for end, _, wall in recent])
+    placed = [(end - wall, end) for end, _, wall in recent if math.isfinite(end)]
+    seconds = _covered(placed) + sum(wall for end, _, wall in recent if not math.isfinite(end))  # no time: alone
     rate = sum(t[1] for t in recent) / seconds if seconds else None
     return Estimate(done, len(runs), left / rate if rate else None, rate, len(recent))
 
 
 def _covered(intervals: list[tuple[float, float]]) -> float:
-    """The length of the union of [start, end] intervals (a run without a readable end counts on its own)."""
+    """The length of the union of [start, end] intervals."""
     total, reach = 0.0, -math.inf
     for start, end in sorted(intervals):
-        if not math.isfinite(end):
-            total += end - start if math.isfinite(end - start) else 0.0
-            continue
         if start > reach:
             total += end - start
         elif end > reach:

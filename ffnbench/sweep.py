@@ -100,10 +100,13 @@ def parse_grids(text: str | None) -> list[int] | None:
     try:
         for part in text.split(","):
             low, _, high = part.strip().partition("-")
-            out += range(int(low), int(high or low) + 1)
+            span = range(int(low), int(high or low) + 1)
+            if not span:
+                raise ValueError
+            out += span
     except ValueError:
-        raise ConfigError(f"--grids {text}: expected grid indices like 0-2,5 (the preset's top comment lists them)") \
-            from None
+        raise ConfigError(f"--grids {text}: expected grid indices like 0-2,5, each range ascending (the preset's top "
+                          "comment lists them)") from None
     return out
 
 
@@ -246,7 +249,11 @@ def restore(results: Path, sweep_dir: Path) -> int:
         if result.status not in FINAL_STATUSES or not result.run_name:
             continue
         run_dir = sweep_dir / result.run_name
-        if (run_dir / "result.json").exists():
+        try:
+            local = RunResult.read(run_dir)
+        except CorruptRecord:
+            local = None
+        if local is not None and local.status in FINAL_STATUSES:  # done here already; a failed one is replaced
             continue
         run_dir.mkdir(parents=True, exist_ok=True)
         write_json_atomic(run_dir / RUN_CONFIG_FILE, result.config)
@@ -406,8 +413,9 @@ def main(argv: list[str] | None = None) -> None:
     # their tuned lrs. It ends when a round has nothing to train.
     tried: set[Path] = set()
     for round_ in range(1, MAX_ROUNDS + 1):
-        todo = [r for r in runs if r.action in ("start", "resume")]
-        if not todo or {r.run_dir for r in todo} <= tried:  # nothing new: what failed is not retried again here
+        # a run launched in an earlier round and not finished (it failed) is not retried again here: rerun the sweep
+        todo = [r for r in runs if r.action in ("start", "resume") and r.run_dir not in tried]
+        if not todo:
             break
         tried |= {r.run_dir for r in todo}
         launched = True

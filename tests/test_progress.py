@@ -97,3 +97,8 @@ def test_runs_trained_side_by_side_count_as_a_parallel_sweep_and_a_pause_does_no
     assert estimate([*pair, (tmp_path / "left", 2e12)]).seconds_left == 100.0
     later = [(_finished(tmp_path, f"q{i}", 1e12, 100.0, at="2026-12-01T11:00:00+0000"), 1e12) for i in range(2)]
     assert estimate([*pair, *later, (tmp_path / "left", 2e12)]).rate == 2e10
+
+
+def test_a_run_without_a_readable_end_time_counts_its_wall_time_alone(tmp_path):
+    runs = [(_finished(tmp_path, "a", 1e12, 100.0, at=None), 1e12), (tmp_path / "left", 1e12)]
+    assert estimate(runs).seconds_left == 100.0

@@ -443,3 +443,23 @@ def test_a_sweep_interrupted_during_a_grid_extension_plans_the_same_extension_ag
     final, _ = sweep.plan("linear", None, args)
     judged = [r for r in final if r.action == "start"]
     assert len(judged) == 1 and judged[0].tuned and "optim.lr=0.000707" in judged[0].overrides
+
+
+def test_grid_selections_are_checked_and_restore_replaces_only_an_unfinished_record(tmp_path):
+    assert sweep.parse_grids("0-2,5") == [0, 1, 2, 5] and sweep.parse_grids(None) is None
+    for bad in ("2-0", "x", "0-2,"):
+        with pytest.raises(ConfigError, match=f"--grids {bad}: expected grid indices like 0-2,5"):
+            sweep.parse_grids(bad)
+    published = [make_record("gelu", s, 3.0 + s / 100) for s in (0, 1)]
+    for i, r in enumerate(published):
+        r["run_name"] = f"gelu-s{i}"
+    results_file = tmp_path / "results.jsonl"
+    results_file.write_text("".join(json.dumps(r) + "\n" for r in published))
+    sweep_dir = tmp_path / "runs" / "x"
+    (sweep_dir / "gelu-s1").mkdir(parents=True)
+    (sweep_dir / "gelu-s1" / RESULT_FILE).write_text(json.dumps({**published[1], "status": "failed"}))
+    assert sweep.restore(results_file, sweep_dir) == 2  # the failed local record is replaced by the finished one
+    assert json.loads((sweep_dir / "gelu-s1" / RESULT_FILE).read_text())["status"] == "finished"
+    assert sweep.restore(results_file, sweep_dir) == 0  # finished here: left alone
+    with pytest.raises(ConfigError, match="--restore .*: no such file"):
+        sweep.restore(tmp_path / "missing.jsonl", sweep_dir)

@@ -77,7 +77,8 @@ def _stability(obs: Observations, key: PairKey, acts: tuple[str, ...]) -> tuple[
     cells every activation ran count, so that a side's extra seeds at its own tuned lr do not weigh in."""
     lines = ["", "| variant | lr | finished | diverged | val loss (mean ± std) |", "|---|---|---|---|---|"]
     counts: dict[str, tuple[int, int]] = {}
-    ran = {act: [r for r in obs.runs if r.act == act and matched_key(r) == key and (r.usable or r.diverged)]
+    # the lr grid: the tuning runs too (a robust preset judges each variant at one tuned lr; its grid is its tuning)
+    ran = {act: [r for r in obs.with_tuning if r.act == act and matched_key(r) == key and (r.usable or r.diverged)]
            for act in acts}
     cells = set.intersection(*({(r.lr, r.seed) for r in runs} for runs in ran.values()))
     for act in acts:
@@ -100,7 +101,8 @@ def c4(obs: Observations) -> Evidence:
     ev, best = comparison_claim(obs, "gelu", "relu", "loss(relu) − loss(gelu)")
     if best is None:
         return ev
-    lrs = {act: {r.lr for r in obs.runs if r.act == act and matched_key(r) == best.key} for act in ("relu", "gelu")}
+    lrs = {act: {r.lr for r in obs.with_tuning if r.act == act and matched_key(r) == best.key}
+           for act in ("relu", "gelu")}
     if min(len(v) for v in lrs.values()) >= 2:
         lines, counts = _stability(obs, best.key, ("relu", "gelu"))
         ev.details += ["", f"Stability over the lr grid ({best.key.describe()}):", *lines]

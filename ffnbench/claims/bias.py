@@ -64,7 +64,7 @@ def c7(obs: Observations) -> Evidence:
         mine = [c for c in comps if c.key.act == act]
         best = primary(mine, obs.base_setting)
         cost, noise = bpb_cost(best)
-        checked = robust.check(best, mine, _rule, f"{act}: loss(no bias) − loss(bias)")
+        checked = robust.check(best, mine, _rule, f"{act}: loss(no bias) − loss(bias)", _margin_side(best))
         ev.parts.append((f"{act}: dropping biases costs < {BIAS_MARGIN_BPB:g} bpb", checked.verdict))
         ev.n = min_n(ev.n, best.n)
         ev.effect += (f"{'; ' if ev.effect else ''}{act}: bpb(no bias) − bpb(bias) = "
@@ -77,6 +77,15 @@ def c7(obs: Observations) -> Evidence:
                 ev.details += [f"  - deciding, in bits per byte: {fmt_interval(cost, unit='bpb')}; noise: {noise}",
                                f"  - tokens/s with bias {_mean_tps(c.a_runs)}, without {_mean_tps(c.b_runs)}"]
     return ev
+
+
+def _margin_side(c: Comparison):
+    """Which side of the margin a cost in nats/token falls on (−1 below, +1 above), at the comparison's bits per
+    byte per nat: C7's lr and length checks ask whether a shared-lr cost falls where the best-vs-best one does, not
+    whether two costs near zero share a sign."""
+    runs = [r for r in (*c.a_runs, *c.b_runs) if r.bpb is not None and r.loss]
+    per_nat = sum(r.bpb / r.loss for r in runs) / len(runs) if runs else 1 / math.log(2)
+    return lambda d: (d * per_nat > BIAS_MARGIN_BPB) - (d * per_nat < BIAS_MARGIN_BPB)
 
 
 def _rule(c: Comparison) -> Verdict:

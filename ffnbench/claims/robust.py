@@ -49,9 +49,9 @@ class Robustness:
 
     def downgrade(self, label: str, why: str) -> None:
         """A decided verdict becomes inconclusive (label), keeping what it would have been."""
-        if self.verdict.verdict in DECIDED:
+        if self.verdict.verdict in DECIDED:  # the p-value stays: the part still counts in its claim's Holm family
             self.verdict = Verdict(INCONCLUSIVE, f"{label}: {why} (would be {self.verdict.verdict}: "
-                                                 f"{self.verdict.reason})")
+                                                 f"{self.verdict.reason})", self.verdict.p_value)
 
     def summary(self) -> str:
         text = f"robustness: {', '.join(self.labels) or 'no label'}"
@@ -69,7 +69,10 @@ def shared_lr(c: Comparison) -> dict[float, Paired]:
     return shared_lr_differences(c.a_tuning, c.b_tuning)
 
 
-def lr_check(c: Comparison) -> tuple[str | None, list[str]]:
+Side = Callable[[float], int]  # a difference (nats) → the side of the rule's threshold it falls on: −1, 0 or +1
+
+
+def lr_check(c: Comparison, side: Side | None = None) -> tuple[str | None, list[str]]:
     """LR_ROBUST, LR_DEPENDENT or None (not checkable), and the lines that show it: the shared-lr differences at
     both chosen lrs beside the best-vs-best one, and across the whole grid."""
     if not c.best_lr or c.protocol != FRESH_SEEDS or c.diff.mean is None:
@@ -83,11 +86,13 @@ def lr_check(c: Comparison) -> tuple[str | None, list[str]]:
     if missing:
         lines.append(f"  - lr-robust: not checked (no paired tuning runs at lr {', '.join(f'{x:g}' for x in missing)})")
         return None, lines
-    agree = all(_sign(shared[lr].mean) == _sign(c.diff.mean) for lr in at)
+    side = side or _sign
+    agree = all(side(shared[lr].mean) == side(c.diff.mean) for lr in at)
     label = LR_ROBUST if agree else LR_DEPENDENT
     at_text = ", ".join(f"{shared[lr].mean:+.3f} at {lr:g}" for lr in at)
     lines.append(f"  - {label}: best-vs-best {c.diff.mean:+.3f}; at the chosen lrs {at_text}"
-                 + ("" if agree else " — the sign differs: the gap depends on which lr each side got"))
+                 + ("" if agree else " — they fall on the other side of the rule's threshold: the gap depends on "
+                                     "which lr each side got"))
     return label, lines
 
 
@@ -113,26 +118,30 @@ def _partner(comps: list[Comparison], best: Comparison, factors: tuple[str, ...]
             key = without_factor(key, f)
         return key
 
-    found = [c for c in comps if c is not best and c.best_lr == best.best_lr and rest(c) == rest(best)
+    found = [c for c in comps if c is not best and c.best_lr == best.best_lr and c.protocol == best.protocol
+             and (best.best_lr or c.lr == best.lr) and rest(c) == rest(best)
              and any(c.key.factor(f) != best.key.factor(f) for f in factors) and want(c)]
     return max(found, key=lambda c: c.n) if found else None
 
 
-def _lr_verdict(c: Comparison, rule: Rule) -> Verdict:
+def _lr_verdict(c: Comparison, rule: Rule, side: Side | None = None) -> Verdict:
     """A comparison's verdict with its own lr check (what the init rule compares across inits)."""
     v = rule(c)
-    label, _ = lr_check(c)
+    label, _ = lr_check(c, side)
     if label == LR_DEPENDENT and v.verdict in DECIDED:
         return Verdict(INCONCLUSIVE, f"{LR_DEPENDENT} (would be {v.verdict})")
     return v
 
 
-def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str) -> Robustness:
+def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side: Side | None = None) -> Robustness:
     """Every check of the module docstring on the deciding comparison `best`, among all of a claim's comparisons
-    `comps` (the other settings it ran in); `rule` gives a comparison's verdict."""
+    `comps` (the other settings it ran in); `rule` gives a comparison's verdict, and `side` which side of its
+    threshold a difference falls on (the sign for "better" rules; C7's margin for its non-inferiority), which the lr
+    and length checks compare."""
     out = Robustness(rule(best))
+    side = side or _sign
     # lr
-    label, lines = lr_check(best)
+    label, lines = lr_check(best, side)
     out.lines += lines
     if label is None:
         out.unchecked.append("lr (no tuned, fresh-seed comparison with shared-lr tuning runs)")
@@ -152,8 +161,8 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str) -> R
         out.unchecked.append("init (no runs under the other model.init)")
     else:
         out.checked.append("init")
-        mine, theirs = _lr_verdict(best, rule), _lr_verdict(other, rule)
-        same = mine.verdict in DECIDED and mine.verdict == theirs.verdict
+        mine, theirs = _lr_verdict(best, rule, side), _lr_verdict(other, rule, side)
+        same = mine.verdict == theirs.verdict  # a decided verdict stands only where the other init decides alike
         out.labels.append(INIT_ROBUST if same else INIT_DEPENDENT)
         out.lines.append(f"  - {INIT_ROBUST if same else INIT_DEPENDENT}: {what} under model.init="
                          f"{other.key.factor('model.init')} ({other.lr}) = {fmt_interval(other.diff)} (n = "
@@ -173,16 +182,16 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str) -> R
     else:
         out.checked.append("training length")
         d1, d4 = best.diff.mean, longer.diff.mean
-        flipped = _sign(d1) != _sign(d4)
+        flipped = side(d1) != side(d4)
         shrunk = abs(d4) < abs(d1) / 2
         label = EARLY if flipped or shrunk else LENGTH_ROBUST
         out.labels.append(label)
-        how = "changes sign" if flipped else ("shrinks by more than half" if shrunk else "holds")
+        how = "changes side" if flipped else ("shrinks by more than half" if shrunk else "holds")
         out.lines.append(f"  - {label}: {what} at {base_tokens * LONGER:g} tokens/param ({longer.lr}) = "
                          f"{fmt_interval(longer.diff)} (n = {longer.n}) against {d1:+.3f} at {base_tokens:g}: the "
                          f"effect {how}")
         if flipped:
-            out.downgrade("inconclusive (early-training)", f"the effect changes sign from {base_tokens:g} to "
+            out.downgrade("inconclusive (early-training)", f"the effect changes side from {base_tokens:g} to "
                                                            f"{base_tokens * LONGER:g} tokens per parameter")
     # size and stability options: shown, never deciding
     size = _partner(comps, best, ("model.name", "model.d_model"))

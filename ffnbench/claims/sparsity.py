@@ -173,7 +173,8 @@ def c6(obs: Observations) -> Evidence:
         ev.parts.append((label, Verdict(INCONCLUSIVE, stats.ONE_SEED)))
         return ev
     supported = [lr for lr in counted if verdict_of[f"lr {lr:g}"].verdict == SUPPORTED]
-    below = [lr for lr in counted if verdict_of[f"lr {lr:g}"].verdict == CONTRADICTED]
+    # "below at every counted lr" is a conjunction: no multiplicity correction (Holm is for "at some lr")
+    below = [lr for lr in counted if stats.verdict_at_least(per_lr[lr], DEAD_REPORTED).verdict == CONTRADICTED]
     if supported:
         v = Verdict(SUPPORTED, f"at lr {', '.join(f'{x:g}' for x in supported)} the dead fraction is ≥ "
                                f"{DEAD_REPORTED:g} (95% CI, Holm over {len(counted)} lrs)")
