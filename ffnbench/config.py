@@ -10,13 +10,13 @@ import copy
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ffnbench.errors import ConfigError
+from ffnbench.errors import ConfigError, check_known_keys
 from ffnbench.ffn import FFNSpec, size_ffn
 from ffnbench.hardware import ACCELERATORS, PRECISION_ALIASES
 from ffnbench.model import COMPILE_MODES, ModelConfig
@@ -333,13 +333,6 @@ def _flag(field: str, value: Any) -> bool:
     return value
 
 
-def _known_keys(group: str, node: Mapping, cls: type) -> None:
-    known = [f.name for f in fields(cls)]
-    unknown = [k for k in node if k not in known]
-    if unknown:
-        raise ConfigError(f"{group}.{unknown[0]}: unknown setting; {group} has: {', '.join(known)}")
-
-
 @dataclass(frozen=True)
 class OptimConfig:
     """`cfg.optim` (conf/optim/adamw.yaml): AdamW, linear warmup, cosine decay to lr·min_lr_ratio, clipping."""
@@ -377,7 +370,7 @@ class OptimConfig:
 def optim_config(node: Mapping | DictConfig) -> OptimConfig:
     """`cfg.optim` → OptimConfig."""
     node = to_container(node)
-    _known_keys("optim", node, OptimConfig)
+    check_known_keys("optim", node, OptimConfig)
     return OptimConfig(**node)
 
 
@@ -477,7 +470,7 @@ class TrainerConfig:
 def trainer_config(node: Mapping | DictConfig) -> TrainerConfig:
     """`cfg.trainer` → TrainerConfig (precision as text: `precision=32` on the command line arrives as an int)."""
     node = to_container(node)
-    _known_keys("trainer", node, TrainerConfig)
+    check_known_keys("trainer", node, TrainerConfig)
     if isinstance(node.get("precision"), int) and not isinstance(node.get("precision"), bool):
         node = {**node, "precision": str(node["precision"])}
     return TrainerConfig(**node)

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from ffnbench.errors import ConfigError
+from ffnbench.errors import ConfigError, check_known_keys
 
 KINDS = ("diverged", "plateau", "spike")
 
@@ -45,10 +45,7 @@ class Thresholds:
     @classmethod
     def from_config(cls, node: Mapping | None) -> Thresholds:
         node = dict(node or {})
-        unknown = sorted(set(node) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ConfigError(f"instability.{unknown[0]}: unknown setting; instability has: "
-                              f"{', '.join(cls.__dataclass_fields__)}")
+        check_known_keys("instability", node, cls)
         return cls(**node)
 
     def describe(self) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ffnbench.errors import ConfigError
+from ffnbench.errors import ConfigError, check_known_keys
 
 if TYPE_CHECKING:
     from ffnbench.claims.runs import Run
@@ -95,10 +95,7 @@ class LrProtocol:
     @classmethod
     def from_config(cls, node: Mapping | None) -> LrProtocol:
         node = dict(node or {})
-        unknown = sorted(set(node) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise ConfigError(f"lr_protocol.{unknown[0]}: unknown setting; lr_protocol has: "
-                              f"{', '.join(cls.__dataclass_fields__)}")
+        check_known_keys("lr_protocol", node, cls)
         return cls(**node)
 
     def check_grid(self, label: str, seeds_by_lr: Mapping[float, set[int]]) -> None:

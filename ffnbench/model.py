@@ -162,42 +162,30 @@ class GPT(nn.Module):
         (seed, its name). With ffn_init=matched the FFN output projections are then scaled by
         ffn.matched_output_gain (computed, not drawn: every other parameter, and the draws of the FFN's own, stay as
         they are)."""
-        if self.cfg.init == "fan_in":
-            self._reset_fan_in(seed)
-            return
-        residual_std = INIT_STD / math.sqrt(2 * self.cfg.n_layer)
-        ffn_gain = matched_output_gain(self.cfg.ffn, self.cfg.d_model, INIT_STD) if self.cfg.ffn_init == "matched" \
-            else None
+        gain = None
+        if self.cfg.ffn_init == "matched":
+            gain = self._fan_in_matched_gain() if self.cfg.init == "fan_in" else \
+                matched_output_gain(self.cfg.ffn, self.cfg.d_model, INIT_STD)
         for name, p in self.named_parameters():
             if name.endswith(".bias"):
                 p.zero_()
             elif p.ndim == 1:  # LayerNorm gains
                 p.fill_(1.0)
             else:
-                std = residual_std if name.endswith(("attn.proj.weight", "ffn.w_down.weight")) else INIT_STD
                 gen = torch.Generator().manual_seed(param_seed(seed, name))
-                p.copy_(torch.randn(p.shape, generator=gen) * std)
-                if ffn_gain is not None and name.endswith("ffn.w_down.weight"):
-                    p.mul_(ffn_gain)
+                p.copy_(torch.randn(p.shape, generator=gen) * self._init_std(name, p))
+                if gain is not None and name.endswith("ffn.w_down.weight"):
+                    p.mul_(gain)
 
-    def _reset_fan_in(self, seed: int) -> None:
-        """init=fan_in: every matrix N(0, 1/fan_in), with fan_in its input width (a Linear's in_features; for the
-        embeddings d_model, the width of the vectors they hand on), the residual projections also times
-        1/√(2·n_layer). A separate method: init=gpt2 runs the code it always ran."""
-        residual = 1 / math.sqrt(2 * self.cfg.n_layer)
-        ffn_gain = self._fan_in_matched_gain() if self.cfg.ffn_init == "matched" else None
-        for name, p in self.named_parameters():
-            if name.endswith(".bias"):
-                p.zero_()
-            elif p.ndim == 1:  # LayerNorm gains
-                p.fill_(1.0)
-            else:
-                fan_in = self.cfg.d_model if name in ("wte.weight", "wpe.weight") else p.shape[1]
-                std = 1 / math.sqrt(fan_in) * (residual if name.endswith(RESIDUAL_PROJECTIONS) else 1.0)
-                gen = torch.Generator().manual_seed(param_seed(seed, name))
-                p.copy_(torch.randn(p.shape, generator=gen) * std)
-                if ffn_gain is not None and name.endswith("ffn.w_down.weight"):
-                    p.mul_(ffn_gain)
+    def _init_std(self, name: str, p: torch.Tensor) -> float:
+        """The std a weight matrix is drawn with. gpt2: 0.02, the residual projections 0.02/√(2·n_layer). fan_in:
+        1/√fan_in, with fan_in its input width (a Linear's in_features; for the embeddings d_model, the width of the
+        vectors they hand on), the residual projections also times 1/√(2·n_layer)."""
+        residual = name.endswith(RESIDUAL_PROJECTIONS)
+        if self.cfg.init == "gpt2":
+            return INIT_STD / math.sqrt(2 * self.cfg.n_layer) if residual else INIT_STD
+        fan_in = self.cfg.d_model if name in ("wte.weight", "wpe.weight") else p.shape[1]
+        return 1 / math.sqrt(fan_in) * (1 / math.sqrt(2 * self.cfg.n_layer) if residual else 1.0)
 
     def _fan_in_matched_gain(self) -> float:
         """ffn_init=matched under init=fan_in: the factor that gives this FFN the output variance at init of the GPT-2
