@@ -92,8 +92,10 @@ def test_result_json_has_every_field(finished):
     assert list(on_disk) == ["schema", "status", "error", "name", "run_name", "run_dir", "seed", "config", "ffn",
                              "model", "params", "flops", "data", "metrics", "ffn_stats", "curve", "steps",
                              "total_steps", "tokens", "tokens_per_step", "resumed_from_step", "throughput",
-                             "wall_time_s", "hardware", "versions", "git", "finished_at", "val_windows", "compile"]
+                             "wall_time_s", "hardware", "versions", "git", "finished_at", "val_windows", "compile",
+                             "train_curve", "instabilities"]
     assert result.compile == {"enabled": False}
+    assert [s for s, _ in result.train_curve] == list(range(4, 40, 5)) and result.instabilities is not None
     assert set(result.ffn) >= {"nominal_d_ff", "d_ff", "budget_mismatch", "params_per_layer"}
     assert set(result.params) >= {"total", "non_embedding", "ffn_total", "ffn_per_layer"}
     assert result.flops["per_token_training"] > 0
@@ -494,6 +496,7 @@ class _Hook(L.Callback):
 """
 
 
+@pytest.mark.slow  # three 2-process DDP runs: a minute and more on 2 cores; `make test-slow`
 def test_ddp_ranks_signalled_apart_stop_at_one_step_and_the_resumed_run_equals_an_uninterrupted_one(cache_dir,
                                                                                                    tmp_path):
     ddp = [*MICRO, "trainer=ddp", "trainer.devices=2", f"data.cache_dir={cache_dir}"]
