@@ -110,16 +110,21 @@ def parse_grids(text: str | None) -> list[int] | None:
     return out
 
 
+def sweep_config(experiment: str, launcher: str | None, args: list[str]):
+    """The sweep's own composed config (its directory, sweeper and launcher), without its jobs."""
+    check_experiment(experiment)
+    base = [f"experiment={experiment}", *launcher_overrides(launcher)]
+    return compose([*base, *(a for a in args if not _is_sweep(a))], return_hydra_config=True)
+
+
 def plan(experiment: str, launcher: str | None, args: list[str],
          composed_cache: dict | None = None, only_grids: list[int] | None = None) -> tuple[list[PlannedRun], dict]:
     """Every run of the sweep, its directory, and what rerunning it would do. Composes exactly what
     `python -m ffnbench.train -m experiment=EXP <args>` composes, job by job; a job whose lr comes from its
     tuning runs (`optim.lr: tuned`, see ffnbench.tuning) gets the lr they chose, or waits for them.
     `composed_cache`: kept by a caller that plans again (after the tuning stage), so no job is composed twice."""
-    check_experiment(experiment)
+    sweep_cfg = sweep_config(experiment, launcher, args)
     launcher_args = launcher_overrides(launcher)
-    base = [f"experiment={experiment}", *launcher_args]
-    sweep_cfg = compose([*base, *(a for a in args if not _is_sweep(a))], return_hydra_config=True)
     sweeper = sweep_cfg.hydra.sweeper
     params = OmegaConf.to_container(sweeper.params) if sweeper.get("params") else None
     grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
@@ -171,10 +176,12 @@ def _bracket(composed: list, tuning_runs: list[TuningRun], launcher_args: list[s
     added: list[tuple[list[str], Path, dict, list[str]]] = []
     while True:
         new_jobs = []
+        asked: set[frozenset] = set()  # a group's judged seeds share its choice: ask it once a round
         for config in judged:
             group = tuning_group(config, tuning_runs)
-            if not group or group[0].key in {k for k, _ in new_jobs}:
+            if not group or group[0].key in asked:
                 continue
+            asked.add(group[0].key)
             extra = [job for job in extension(config, tuning_runs, jobs, steps.get(group[0].key, 0))
                      if job not in jobs.values()]
             if extra:
@@ -377,9 +384,8 @@ def main(argv: list[str] | None = None) -> None:
     composed: dict = {}  # the jobs' Hydra compositions, reused when later rounds are planned
     only = parse_grids(ns.grids)
     if ns.restore is not None:
-        _, cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
-        restored = restore(ns.restore, Path(cfg.hydra.sweep.dir))
-        console.print(f"restored {restored} finished runs from {ns.restore} into {cfg.hydra.sweep.dir}")
+        sweep_dir = Path(sweep_config(ns.experiment, ns.launcher, ns.overrides).hydra.sweep.dir)
+        console.print(f"restored {restore(ns.restore, sweep_dir)} finished runs from {ns.restore} into {sweep_dir}")
     runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
     counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict", "wait", "running")}
     running = f", {counts['running']} running elsewhere (not started again)" if counts["running"] else ""
