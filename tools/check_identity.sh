@@ -5,13 +5,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+[[ "$PY" = /* ]] || PY="$PWD/$PY"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 status=0
 root=$PWD
 plan() {  # preset, published results, expected count
   local line
   line=$(mkdir -p "$tmp/plan-$1" && cd "$tmp/plan-$1" && PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" \
-         "$root/$PY" -m ffnbench.sweep "$1" --dry-run --restore "$root/$2" 2>&1 | grep -E "^$1: [0-9]+ runs:")
+         "$PY" -m ffnbench.sweep "$1" --dry-run --restore "$root/$2" 2>&1 | grep -E "^$1: [0-9]+ runs:")
   if [[ "$line" == *"$3 skipped"*" 0 resumed, 0 started"* || ( "$4" == partial && "$line" == *"$3 skipped"* ) ]]; then
     echo "ok    plan $1: $line"
   else
@@ -22,7 +23,7 @@ plan cpu_claims experiments/cpu-claims/results.jsonl 274 all
 plan quick experiments/cpu-quick/results.jsonl "$(wc -l < experiments/cpu-quick/results.jsonl)" all
 plan cpu_robust experiments/cpu-robust/results.jsonl "$(wc -l < experiments/cpu-robust/results.jsonl)" partial
 for e in cpu-quick cpu-claims; do
-  "$PY" -m ffnbench.report "experiments/$e/results.jsonl" --out "$tmp/$e" > /dev/null 2>&1
+  PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m ffnbench.report "experiments/$e/results.jsonl" --out "$tmp/$e" > /dev/null 2>&1
   if diff <(grep -vE '^\*Generated |^- source: ' "experiments/$e/REPORT.md") \
           <(grep -vE '^\*Generated |^- source: ' "$tmp/$e/REPORT.md") > "$tmp/$e.diff"; then
     echo "ok    report $e rebuilds identically"
