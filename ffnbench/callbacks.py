@@ -23,6 +23,7 @@ from lightning.pytorch.profilers import PassThroughProfiler
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from ffnbench.hardware import global_rank
+from ffnbench.readout import Readout, defers
 
 
 class PeriodicCheckpoint(L.Callback):
@@ -109,6 +110,7 @@ class PreemptionSignal(L.Callback):
         self.flagged = False  # a stop was asked for in this process (either signal)
         self._previous: dict[int, Any] = {}  # the handlers replaced for the fit, restored after it
         self._handed: Any = None  # the pre-emption signal's handler before the fit (submitit's): forward() calls it
+        self._pending: Readout | None = None  # the last batch's agreement, where reads are deferred
 
     def on_train_start(self, trainer, pl_module) -> None:
         # after Lightning registered its handlers for the fit (_SignalConnector), so that ours replace them
@@ -137,7 +139,12 @@ class PreemptionSignal(L.Callback):
             return self.flagged
         flag = torch.tensor([float(self.flagged)], device=pl_module.device)
         dist.all_reduce(flag)
-        return bool(flag.item())
+        if not defers(pl_module.device):
+            return bool(flag.item())
+        # Where reads are deferred (a GPU), the all-reduce queues like any kernel and its result is read a batch
+        # later, when the device has passed it: every rank reads the same sum at the same batch, one batch later.
+        previous, self._pending = self._pending, Readout({"stop": flag})
+        return previous is not None and previous.read()["stop"] > 0
 
     def _restore(self) -> None:
         for signum, handler in self._previous.items():

@@ -3,7 +3,6 @@ byte, FFN activation statistics, and divergence detection."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from collections.abc import Mapping
@@ -19,6 +18,8 @@ from ffnbench.config import OptimConfig, optim_config
 from ffnbench.ffn import ActivationStats
 from ffnbench.loggers import log_row
 from ffnbench.model import GPT, ModelConfig, compile_blocks
+from ffnbench.readout import Readout, defers
+from ffnbench.step import NO_CONTEXT, clip_gradients, train_step
 from ffnbench.tokenizer import bits_per_byte
 
 
@@ -52,6 +53,18 @@ def _nonfinite_ranks(value: float, device: torch.device) -> int:
     return int(flag.item())
 
 
+NONFINITE = "_nonfinite_ranks"  # a deferred row's count of ranks whose loss was not finite: read, not logged
+
+
+def _nonfinite_flag(loss: torch.Tensor) -> torch.Tensor:
+    """On the device, how many ranks' loss is not finite (one all-reduce under DDP, which queues like any kernel):
+    read with the row a batch later, the same count on every rank."""
+    flag = (~torch.isfinite(loss.detach())).to(torch.float32)
+    if _distributed():
+        dist.all_reduce(flag)
+    return flag
+
+
 def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
     """The lr factor of optimizer step `step` (0-based; a run takes steps 0 … total_steps − 1): linear warmup
     from 1/warmup_steps to 1 at step warmup_steps − 1 (step 0 without warmup), then cosine decay that reaches
@@ -82,9 +95,6 @@ def build_optimizer(model: GPT, optim: OptimConfig | Mapping, total_steps: int, 
         optimizer, lambda s: lr_factor(s, warmup, total_steps, o.min_lr_ratio)
     )
     return optimizer, scheduler
-
-
-_NO_CONTEXT = contextlib.nullcontext()
 
 
 def _align_loop_counts(checkpoint: dict, inner_steps: int) -> None:
@@ -134,6 +144,8 @@ class LMModule(L.LightningModule):
         self._val_sum = self._val_count = None
         self._row: dict[str, Any] = {}  # this logging step's training metrics (log_step), written at the step's end
         self._row_step = 0
+        self._pending: tuple[int, Readout] | None = None  # (step, row) written at the next batch's start (deferred)
+        self._defer = False  # whether rows are read a batch late (on_train_start: on a GPU; ffnbench.readout)
         self._params: list[torch.nn.Parameter] | None = None  # what clipping walks, listed once
         self.automatic_optimization = False  # training_step takes several optimizer steps (its docstring)
 
@@ -168,56 +180,91 @@ class LMModule(L.LightningModule):
         bookkeeping, the validation and checkpoint checks) is paid once per k steps. manual_backward and the
         LightningOptimizer keep the precision plugin (loss scaling) and DDP (a gradient all-reduce per backward)."""
         optimizer, scheduler = self.optimizers(), self.lr_schedulers()
+        if self._settle():  # the previous batch's row (deferred reads) said the loss stopped being finite
+            return
         # Lightning runs training_step under the precision's autocast (bf16/fp16 on a GPU); its automatic optimization
         # ran backward and the optimizer step outside it, and so does this loop.
         device = self.device.type
-        autocast = torch.is_autocast_enabled(device)
-        outside_autocast = torch.autocast(device, enabled=False) if autocast else _NO_CONTEXT
+        outside_autocast = torch.autocast(device, enabled=False) if torch.is_autocast_enabled(device) else NO_CONTEXT
         for step, (x, y) in enumerate(zip(*batch, strict=True), start=self.global_step):
             if step >= self.total_steps:  # the run ends inside this batch
                 break
-            if self.cuda_graphs:
-                torch.compiler.cudagraph_mark_step_begin()
-            # optim.z_loss adds PaLM's auxiliary term to the loss trained on (and logged as train/loss); without it the
-            # call is the one it always was.
-            loss = self.model(x, y, z_loss=self.optim.z_loss) if self.optim.z_loss else self.model(x, y)
-            if self._logging_step(step):
-                self._row_step = step
-                value = loss.detach().float().item()  # the one host sync of a logging window
-                self.last_train_loss = value  # also what the progress bar shows (callbacks.StepProgressBar)
-                self.train_history.append((step, value))
-                bad = _nonfinite_ranks(value, loss.device)
-                if bad:
-                    where = "" if not _distributed() else f" on {bad} of {dist.get_world_size()} ranks"
-                    self._diverge(f"training loss became {value if not math.isfinite(value) else 'non-finite'}"
-                                  f"{where} at step {step}")
-                    return  # no backward, no optimizer step: on every rank alike, so none waits in an all-reduce
-                self.log_step({"train/loss": value, "tokens": (step + 1) * self.tokens_per_step})
-            with outside_autocast:
-                self.manual_backward(loss)
-                optimizer.step()  # counts the step (trainer.global_step) and calls on_before_optimizer_step
-                optimizer.zero_grad(set_to_none=True)
-                scheduler.step()
-            if autocast:
-                # torch's cast cache is keyed by tensor with no version check and cleared only when the outermost
-                # autocast exits, which is after the whole batch of steps: without this, steps 2..K would run on the
-                # bf16 copies cast at step 1, before AdamW moved the weights (Lightning < 2.5.5 cached: its autocast
-                # had cache_enabled=True)
-                torch.clear_autocast_cache()
+            loss = train_step(self.model, x, y, optimizer=optimizer, scheduler=scheduler,
+                              backward=self.manual_backward,
+                              step=optimizer.step,  # counts the step (global_step); its hook clips (below)
+                              z_loss=self.optim.z_loss, cuda_graphs=self.cuda_graphs, update_context=outside_autocast,
+                              read_loss=(lambda loss, step=step: self._read_loss(step, loss))
+                              if self._logging_step(step) else None)
+            if loss is None:
+                return  # no backward, no optimizer step: on every rank alike, so none waits in an all-reduce
+
+    def _read_loss(self, step: int, loss: torch.Tensor) -> bool:
+        """A logging step's loss into its row: read now (on a CPU), or with the row a batch later (deferred reads: no
+        wait for the device here). Returns whether the run diverged (read now, and not finite on some rank)."""
+        self._row_step = step
+        tokens = (step + 1) * self.tokens_per_step
+        if self._defer:
+            self.log_step({"train/loss": loss.detach().float(), "tokens": tokens, NONFINITE: _nonfinite_flag(loss)})
+            return False
+        value = loss.detach().float().item()  # the one host read of a logging window
+        if self._record_loss(step, value, _nonfinite_ranks(value, loss.device)):
+            return True
+        self.log_step({"train/loss": value, "tokens": tokens})
+        return False
+
+    def _record_loss(self, step: int, value: float, bad_ranks: int) -> bool:
+        """Keep a logging step's training loss (last_train_loss, train_history); stop the run if it is not finite on
+        some rank (`bad_ranks` of them). Returns whether the run diverged."""
+        if not self.train_history or self.train_history[-1][0] < step:  # a checkpoint may have read it already
+            self.last_train_loss = value  # also what the progress bar shows (callbacks.StepProgressBar)
+            self.train_history.append((step, value))
+        if bad_ranks:
+            where = "" if not _distributed() else f" on {bad_ranks} of {dist.get_world_size()} ranks"
+            self._diverge(f"training loss became {value if not math.isfinite(value) else 'non-finite'}"
+                          f"{where} at step {step}")
+        return bool(bad_ranks)
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         # After the callbacks' on_train_batch_end (Lightning calls the module's last): the ThroughputMonitor's
         # figures of this batch's last step are in the row.
         if self._row:
-            log_row(self.trainer, self._row, self._row_step)
+            self._row.setdefault("epoch", self.trainer.current_epoch)  # the epoch of the step, not of the write
+            row = Readout(self._row)
             self._row.clear()
+            if self._defer:
+                self._pending = (self._row_step, row)
+            else:
+                log_row(self.trainer, row.read(), self._row_step)
+
+    def _settle(self) -> bool:
+        """Read and write the row a deferred batch left (a batch later the device is long past it: no wait), and
+        act on its loss. Every rank settles at the same point of its loop. Returns whether the run diverged."""
+        if self._pending is None:
+            return False
+        (step, row), self._pending = self._pending, None
+        values = row.read()
+        bad = int(values.pop(NONFINITE, 0))
+        log_row(self.trainer, values, step)
+        return "train/loss" in values and self._record_loss(step, values["train/loss"], bad)
+
+    def on_validation_start(self) -> None:
+        self._settle()  # the training rows come before the validation's, as the steps do
+
+    def on_train_end(self) -> None:
+        self._settle()
+
+    def settle(self) -> None:
+        """Write a row still pending (train() calls it once fit returns or fails, so the record has every loss)."""
+        self._settle()
 
     def _diverge(self, why: str) -> None:
-        self.status = "diverged"
-        self.divergence = why
+        if self.status != "diverged":  # the first cause: a NaN loss leaves the validation that follows NaN too
+            self.status = "diverged"
+            self.divergence = why
         self.trainer.should_stop = True
 
     def on_train_start(self) -> None:
+        self._defer = defers(self.device)
         # A run that diverged in the validation before fit (step 0) trains no further: fit resets should_stop.
         if self.status == "diverged":
             self.trainer.should_stop = True
@@ -229,8 +276,7 @@ class LMModule(L.LightningModule):
             # here is still × the loss scale. Unscale it now (the scaler's step then passes no scale to the fused
             # kernel, and still skips a step with inf/NaN), so clipping and the logged norm see the true gradient.
             scaler.unscale_(optimizer)
-        clip = self.optim.grad_clip
-        norm = torch.nn.utils.clip_grad_norm_(self._params, clip if clip else math.inf)
+        norm = clip_gradients(self._params, self.optim.grad_clip)
         if self._row:  # a logging step (training_step started its row)
             self.log_step({"train/grad_norm": norm,  # stays on the device until the row is written
                            "lr": optimizer.param_groups[0]["lr"]})
@@ -338,6 +384,11 @@ class LMModule(L.LightningModule):
     # ---- checkpoints --------------------------------------------------------------------------------
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # The checkpoint holds every logging step's loss up to its step: with deferred reads, the previous batch's row
+        # and this batch's loss (a checkpoint waits for the device anyway: it copies the weights to the host).
+        self._settle()
+        if self._defer and "train/loss" in self._row:
+            self._record_loss(self._row_step, float(self._row["train/loss"]), 0)
         checkpoint["ffnbench"] = {
             "fingerprint": self.fingerprint,
             "val_history": self.val_history,

@@ -14,6 +14,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from ffnbench.readout import defers
 from ffnbench.records import CorruptRecord, cpu_model, read_json, write_json_atomic
 
 # Dense (no sparsity) peak FLOP/s per device, from the vendors' datasheets (which print the sparse figure first:
@@ -135,11 +136,41 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+class HostClock:
+    """Marks in seconds on the host, each after the device's queued work (a sync: exact, and free on a CPU)."""
+
+    def __init__(self, device: torch.device, clock: Callable[[], float] = time.perf_counter):
+        self.device, self.clock = device, clock
+
+    def mark(self) -> float:
+        sync(self.device)
+        return self.clock()
+
+    def seconds(self, start: float, end: float) -> float:
+        return end - start
+
+
+class EventClock:
+    """Marks as CUDA events on the current stream: recording one does not wait for the device, and the time between
+    two is read once the device has passed the later one (a batch later, when the row that needs it is read)."""
+
+    def mark(self) -> Any:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def seconds(self, start: Any, end: Any) -> float:
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0
+
+
 class ThroughputMonitor(L.Callback):
     """Times training steps only: from the end of step `skip_steps` (compile and warm-up excluded) to the
     end of training, minus the time spent in validation. It sees the ends of batches (trainer.inner_steps steps
-    each): timing starts at the first batch end at or after `skip_steps`, so a run of one batch has none. Device
-    syncs happen only at those edges and at each logging window, never per step.
+    each): timing starts at the first batch end at or after `skip_steps`, so a run of one batch has none. The edges of
+    the timed stretches and of each logging window are marks of a clock: on a CPU, seconds on the host; where reads
+    are deferred (a GPU: ffnbench.readout), CUDA events, so that timing never waits for the device, and a window's
+    figures are worked out when its row is read (they go into the row as callables).
 
     Args:
         tokens_per_step: global tokens per optimizer step (batch_size · seq_len).
@@ -149,12 +180,13 @@ class ThroughputMonitor(L.Callback):
         skip_steps: warm-up steps left out of the timing (fewer in a short run: a quarter of it).
         log_every: log perf/tokens_per_s (and perf/mfu) every this many steps, over the steps since the last log.
         peak_source: where `peak` came from, recorded next to it.
-        clock: seconds, monotonic; tests pass a fake one.
+        clock: seconds, monotonic, for the host clock; tests pass a fake one.
+        marks: the clock to mark with (HostClock or EventClock); None chooses by device at the start of training.
     """
 
     def __init__(self, tokens_per_step: int, flops_per_token: float, peak: float | None, world_size: int,
                  skip_steps: int = 5, log_every: int = 10, peak_source: str | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, marks: HostClock | EventClock | None = None):
         self.tokens_per_step = tokens_per_step
         self.flops_per_token = flops_per_token
         self.peak = peak
@@ -163,23 +195,40 @@ class ThroughputMonitor(L.Callback):
         self.skip_steps = skip_steps
         self.log_every = log_every
         self.clock = clock
+        self.marks = marks
         self.start_step: int | None = None
-        self.elapsed = 0.0
-        self._t: float | None = None  # start of the current timed stretch
-        self._window = (0, 0.0)  # (step, elapsed) at the last log
+        self._closed: list[tuple[Any, Any]] = []  # the timed stretches that ended (at a validation, at the end)
+        self._seconds: list[float] = []  # their lengths, as far as read
+        self._open: Any = None  # the mark that started the current timed stretch
+        self._window: tuple[int, tuple] = (0, (0, None, None))  # (step, elapsed-at) of the last log
         self.fit_start = 0
         self.end_step = 0
 
-    def _now(self, trainer: L.Trainer) -> float:
-        sync(trainer.strategy.root_device)
-        return self.clock()
-
     def on_train_start(self, trainer, pl_module) -> None:
         self.fit_start = trainer.global_step  # a resumed run times only its own steps
+        if self.marks is None:
+            device = trainer.strategy.root_device
+            self.marks = EventClock() if device.type == "cuda" and defers(device) else HostClock(device, self.clock)
+
+    def _at(self) -> tuple:
+        """A point of the timed time, as (closed stretches so far, open stretch's start, a mark now): its seconds can
+        be worked out later (`_elapsed`), once the device has got there."""
+        return len(self._closed), self._open, (self.marks.mark() if self._open is not None else None)
+
+    def _elapsed(self, at: tuple) -> float:
+        n_closed, open_start, now = at
+        while len(self._seconds) < n_closed:
+            self._seconds.append(self.marks.seconds(*self._closed[len(self._seconds)]))
+        total = 0.0
+        for s in self._seconds[:n_closed]:
+            total += s
+        if open_start is not None:
+            total += self.marks.seconds(open_start, now)
+        return total
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if self.start_step is not None and self._t is None:  # resume timing after a validation pause
-            self._t = self._now(trainer)
+        if self.start_step is not None and self._open is None:  # resume timing after a validation pause
+            self._open = self.marks.mark()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
@@ -187,54 +236,67 @@ class ThroughputMonitor(L.Callback):
             # Start timing after the warm-up steps; a short run measures from a quarter of the way in.
             done, total = step - self.fit_start, trainer.max_steps - self.fit_start
             if done >= min(self.skip_steps, max(1, total // 4)):
-                self.start_step, self._t = step, self._now(trainer)
-                self._window = (step, 0.0)
+                self.start_step, self._open = step, self.marks.mark()
+                self._window = (step, (0, self._open, self._open))  # no time yet
             return
-        if step % self.log_every == 0:
-            elapsed = self.measured_seconds(trainer)
-            steps, seconds = step - self._window[0], elapsed - self._window[1]
-            if seconds > 0 and steps > 0:
-                tps = steps * self.tokens_per_step / seconds
-                metrics = {"perf/tokens_per_s": tps}
-                if self.peak:
-                    metrics["perf/mfu"] = self.mfu(tps)
-                pl_module.log_step(metrics)  # into this logging step's row (LMModule.log_step)
-            self._window = (step, elapsed)
+        if step % self.log_every == 0 and step > self._window[0]:  # a batch that took no step logs nothing
+            previous, self._window = self._window, (step, self._at())
+            tokens = (step - previous[0]) * self.tokens_per_step
+            window = _Window(self, tokens, previous[1], self._window[1])
+            metrics: dict[str, Any] = {"perf/tokens_per_s": window.tokens_per_s}
+            if self.peak:
+                metrics["perf/mfu"] = window.mfu
+            pl_module.log_step(metrics)  # into this logging step's row (LMModule.log_step), read with it
 
     def mfu(self, tokens_per_s: float) -> float | None:
         """Model FLOP/s ÷ the peak of all devices (None without a peak)."""
         return tokens_per_s * self.flops_per_token / (self.peak * self.world_size) if self.peak else None
 
-    def measured_seconds(self, trainer: L.Trainer) -> float:
-        if self._t is None:
-            return self.elapsed
-        return self.elapsed + (self._now(trainer) - self._t)
-
-    def _pause(self, trainer: L.Trainer) -> None:
-        if self._t is not None:
-            self.elapsed += self._now(trainer) - self._t
-            self._t = None
+    def _pause(self) -> None:
+        if self._open is not None:
+            self._closed.append((self._open, self.marks.mark()))
+            self._open = None
 
     def on_validation_start(self, trainer, pl_module) -> None:
-        self._pause(trainer)
+        self._pause()
 
     def on_train_end(self, trainer, pl_module) -> None:
-        self._pause(trainer)
+        self._pause()
         self.end_step = trainer.global_step
 
     def summary(self) -> dict[str, Any]:
         steps = self.end_step - (self.start_step or 0)
-        if self.start_step is None or steps <= 0 or self.elapsed <= 0:
+        elapsed = self._elapsed((len(self._closed), None, None)) if self.start_step is not None else 0.0
+        if self.start_step is None or steps <= 0 or elapsed <= 0:
             return {"tokens_per_s": None, "mfu": None, "measured_steps": 0, "measured_seconds": 0.0,
                     "peak_flops": self.peak, "peak_source": self.peak_source}
-        tps = steps * self.tokens_per_step / self.elapsed
+        tps = steps * self.tokens_per_step / elapsed
         return {
             "tokens_per_s": tps,
             "mfu": self.mfu(tps),
             "measured_steps": steps,
-            "measured_seconds": self.elapsed,
+            "measured_seconds": elapsed,
             "skipped_warmup_steps": self.start_step - self.fit_start,  # of this run's own steps
             "peak_flops": self.peak,
             "flops_per_token": self.flops_per_token,
             "peak_source": self.peak_source,
         }
+
+
+class _Window:
+    """One logging window's figures, worked out when first asked for (when its row is read): tokens over the timed
+    seconds between two points of the monitor's clock. None where no time passed."""
+
+    def __init__(self, monitor: ThroughputMonitor, tokens: int, start: tuple, end: tuple):
+        self.monitor, self.tokens, self.start, self.end = monitor, tokens, start, end
+        self._tps: float | None = None
+
+    def tokens_per_s(self) -> float | None:
+        if self._tps is None:
+            seconds = self.monitor._elapsed(self.end) - self.monitor._elapsed(self.start)
+            self._tps = self.tokens / seconds if seconds > 0 and self.tokens > 0 else None
+        return self._tps
+
+    def mfu(self) -> float | None:
+        tps = self.tokens_per_s()
+        return self.monitor.mfu(tps) if tps is not None else None

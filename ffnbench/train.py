@@ -7,6 +7,7 @@ metrics.csv, checkpoints/last.ckpt and Hydra's .hydra/."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import time
@@ -190,6 +191,9 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
             error += "\n" + "".join(traceback.format_exception(e)[-3:])
         raise
     finally:
+        if module._trainer is not None:
+            with contextlib.suppress(Exception):  # best effort: the run is recorded whatever stopped it
+                module.settle()
         module.status = status
         result = RunResult.from_training(
             status, error=error, config=run.config, run_dir=run.run_dir, model=run.model,

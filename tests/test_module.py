@@ -10,6 +10,7 @@ from ffnbench.config import OptimConfig
 from ffnbench.ffn import FFNSpec
 from ffnbench.model import ModelConfig
 from ffnbench.module import LMModule, lr_factor
+from ffnbench.readout import DEFER_ENV
 from ffnbench.tokenizer import bits_per_byte
 
 
@@ -209,6 +210,39 @@ def test_no_host_read_on_a_step_that_does_not_log(tmp_path, monkeypatch):
     _step_run(tmp_path, "reads", "trainer.log_every=4", "trainer.progress_bar=true", callbacks=[reads.callback])
     assert set(reads.by_step) <= {3, 7, 10}, reads.by_step
     assert reads.by_step.get(3), "the logging step reads its loss"
+
+
+def test_deferred_reads_write_the_same_rows_and_read_nothing_during_training(tmp_path, monkeypatch):
+    # The GPU path (ffnbench.readout) forced on the CPU: each logging step's row is copied without a host read and
+    # written at the next batch's start. The rows, curve and training losses are the ones read at once, bit for bit.
+    now, _ = _step_run(tmp_path, "now", "trainer.log_every=4")
+    monkeypatch.setenv(DEFER_ENV, "1")
+    reads = HostReads(monkeypatch)
+    later, run_dir = _step_run(tmp_path, "later", "trainer.log_every=4", callbacks=[reads.callback])
+    assert reads.by_step == {}, f"host reads during training steps: {reads.by_step}"
+    timeless = lambda rows: {step: {k: v for k, v in row.items() if not k.startswith("perf/")}
+                             for step, row in rows.items()}
+    assert timeless(_train_rows(run_dir)) == timeless(_train_rows(tmp_path / "now"))
+    assert "perf/tokens_per_s" in _train_rows(run_dir)[7]
+    assert later.train_curve == now.train_curve and len(later.train_curve) == 3
+    assert later.curve == now.curve and later.metrics == now.metrics
+
+
+def test_deferred_reads_stop_a_run_whose_loss_is_not_finite(tmp_path, monkeypatch):
+    import lightning as L
+
+    class InfAt7(L.Callback):  # the training loss of logging step 7 is +inf
+        def on_train_start(self, trainer, module):
+            forward = module.model.forward
+            module.model.forward = lambda x, y=None, **kw: forward(x, y, **kw) + (
+                float("inf") if module.training and y is not None and trainer.global_step == 7 else 0.0)
+
+    monkeypatch.setenv(DEFER_ENV, "1")
+    result, _ = _step_run(tmp_path, "inf", "trainer.log_every=4", "trainer.inner_steps=4", callbacks=[InfAt7()])
+    # read at the next batch's start: step 7's update was taken, no step after it
+    assert result.status == "diverged" and result.steps == 8
+    assert result.error == "training loss became inf at step 7"
+    assert result.train_curve[-1] == [7, float("inf")]
 
 
 def test_logging_every_step_or_every_n_steps_trains_the_same_model(tmp_path):

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from ffnbench import throughput
+from ffnbench.readout import Readout
 from ffnbench.throughput import ThroughputMonitor, cpu_peak_flops, gpu_peak_flops
 
 
@@ -85,7 +86,7 @@ class Module:
         self.trainer = None
 
     def log_step(self, metrics):
-        self.logged.append((self.trainer.global_step, dict(metrics)))
+        self.logged.append((self.trainer.global_step, Readout(metrics).read()))  # read at once, as on a CPU
 
 
 class Run:
@@ -143,6 +144,50 @@ def test_throughput_and_mfu_are_the_formula_over_the_timed_steps_only():
     window = lambda n, s: {"perf/tokens_per_s": TOKENS_PER_STEP * n / s,
                            "perf/mfu": FLOPS_PER_TOKEN * (TOKENS_PER_STEP * n / s) / (PEAK * WORLD)}
     assert run.module.logged == [(10, window(5, 2.5)), (20, window(10, 2.5))]
+
+
+class LaggingEvents:
+    """An EventClock whose device runs one batch behind the host: a mark is passed once the next batch starts
+    (`catch_up`). Asking the seconds up to a mark the device has not passed is a wait for the device: a stall."""
+
+    def __init__(self, clock: Clock):
+        self.clock, self.times, self.passed, self.stalls = clock, [], 0, 0
+
+    def mark(self) -> int:
+        self.times.append(self.clock.now)
+        return len(self.times) - 1
+
+    def catch_up(self) -> None:
+        self.passed = len(self.times)
+
+    def seconds(self, start: int, end: int) -> float:
+        self.stalls += end >= self.passed
+        return self.times[end] - self.times[start]
+
+
+def test_with_device_events_no_window_waits_for_the_device_and_the_figures_are_the_same():
+    # The GPU path (EventClock) on a fake device one batch behind: each row is read at the next batch's start, as
+    # LMModule does where reads are deferred. The figures equal the host clock's, and no read waits for the device.
+    host = Run(monitor(skip_steps=5, log_every=10), max_steps=100)
+    clock = Clock()
+    events = LaggingEvents(clock)
+    deferred = ThroughputMonitor(TOKENS_PER_STEP, FLOPS_PER_TOKEN, PEAK, WORLD, skip_steps=5, log_every=10,
+                                 clock=clock, marks=events)
+    lagging = Run(deferred, max_steps=100)
+    pending: list[tuple[int, Readout]] = []
+    lagging.module.log_step = lambda metrics: pending.append((lagging.trainer.global_step, Readout(metrics)))
+    read: list[tuple[int, dict]] = []
+    for run in (host, lagging):
+        for _ in range(30):
+            events.catch_up()  # the next batch starts: the device has passed the previous batch's marks
+            read.extend((step, row.read()) for step, row in pending)
+            pending.clear()
+            run.steps(1, seconds_each=0.5 if run.trainer.global_step < 15 else 0.25)
+    assert events.stalls == 0
+    events.catch_up()  # the end of training: the device is done
+    read.extend((step, row.read()) for step, row in pending)
+    assert lagging.end() == host.end()
+    assert read == host.module.logged and [step for step, _ in read] == [10, 20, 30]
 
 
 def test_without_a_peak_there_is_no_mfu():

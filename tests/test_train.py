@@ -24,6 +24,7 @@ from wandb_files import read_run, run_files
 from ffnbench.config import compose
 from ffnbench.errors import ConfigError, DataError, RunDirError
 from ffnbench.loggers import WANDB_RUN_FILE
+from ffnbench.readout import DEFER_ENV
 from ffnbench.records import RUN_CONFIG_FILE
 from ffnbench.report import wandb as report_wandb
 from ffnbench.result import RESULT_FILE, RunResult
@@ -454,9 +455,13 @@ class _Hook(L.Callback):
 """
 
 
-def test_a_non_finite_loss_on_one_rank_stops_every_rank_at_the_same_step(cache_dir, tmp_path):
-    """Without agreeing, rank 1 would return before its backward while rank 0 waited in the all-reduce: a hang."""
-    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": hook_pythonpath(tmp_path, INF_ON_RANK_1)}
+@pytest.mark.parametrize(("defer", "stop"), [("0", 19), ("1", 20)])
+def test_a_non_finite_loss_on_one_rank_stops_every_rank_at_the_same_step(cache_dir, tmp_path, defer, stop):
+    """Without agreeing, rank 1 would return before its backward while rank 0 waited in the all-reduce: a hang. With
+    reads deferred (the GPU path, forced here: ffnbench.readout) the ranks read the reduced flag at the next batch's
+    start, after step 19's update: they stop at step 20."""
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": hook_pythonpath(tmp_path, INF_ON_RANK_1),
+           DEFER_ENV: defer}
     try:
         out = subprocess.run([sys.executable, "-m", "ffnbench.train", *MICRO, "trainer=ddp", "trainer.devices=2",
                               f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'ddp'}"],
@@ -465,7 +470,7 @@ def test_a_non_finite_loss_on_one_rank_stops_every_rank_at_the_same_step(cache_d
         pytest.fail("the DDP run hung: the ranks did not stop at the same step")
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads((tmp_path / "ddp" / RESULT_FILE).read_text())
-    assert result["status"] == "diverged" and result["steps"] == 19
+    assert result["status"] == "diverged" and result["steps"] == stop
     assert result["error"] == "training loss became non-finite on 1 of 2 ranks at step 19"
 
 
@@ -497,8 +502,11 @@ class _Hook(L.Callback):
 
 
 @pytest.mark.slow  # three 2-process DDP runs: a minute and more on 2 cores; `make test-slow`
+@pytest.mark.parametrize(("defer", "stop"), [("0", 25), ("1", 30)])  # deferred (the GPU path): a batch (5 steps) later
 def test_ddp_ranks_signalled_apart_stop_at_one_step_and_the_resumed_run_equals_an_uninterrupted_one(cache_dir,
-                                                                                                   tmp_path):
+                                                                                                   tmp_path, defer,
+                                                                                                   stop, monkeypatch):
+    monkeypatch.setenv(DEFER_ENV, defer)
     ddp = [*MICRO, "trainer=ddp", "trainer.devices=2", f"data.cache_dir={cache_dir}"]
     whole = run_cli(*ddp, f"hydra.run.dir={tmp_path / 'whole'}")
     assert whole.returncode == 0, whole.stderr[-3000:]
@@ -511,14 +519,14 @@ def test_ddp_ranks_signalled_apart_stop_at_one_step_and_the_resumed_run_equals_a
         pytest.fail("the ranks did not stop together: a rank waited in a collective the other never reached")
     assert out.returncode == 143, out.stderr[-3000:]
     stopped = json.loads((tmp_path / "run" / RESULT_FILE).read_text())
-    assert "stopped by SIGTERM at step 25" in stopped["error"], stopped["error"]
+    assert f"stopped by SIGTERM at step {stop}" in stopped["error"], stopped["error"]
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
-    assert ckpt["global_step"] == 25
+    assert ckpt["global_step"] == stop
     again = run_cli(*args)
     assert again.returncode == 0, again.stderr[-3000:]
     resumed = json.loads((tmp_path / "run" / RESULT_FILE).read_text())
     reference = json.loads((tmp_path / "whole" / RESULT_FILE).read_text())
-    assert resumed["resumed_from_step"] == 25 and resumed["status"] == "finished"
+    assert resumed["resumed_from_step"] == stop and resumed["status"] == "finished"
     assert resumed["metrics"]["final_val_loss"] == pytest.approx(reference["metrics"]["final_val_loss"], rel=1e-6)
 
 
