@@ -59,8 +59,11 @@ def numbered() -> dict[int, Benchmark]:
 
 
 def find(name: str) -> tuple[int, Benchmark]:
-    """A benchmark's number and module by its name."""
-    return next((i, b) for i, b in numbered().items() if name == b.NAME)
+    """A benchmark's number and module by its name (KeyError for a name BENCHMARKS does not hold)."""
+    for number, benchmark in numbered().items():
+        if name == benchmark.NAME:
+            return number, benchmark
+    raise KeyError(f"no benchmark named {name!r}")
 
 
 def sizes_for(quick: bool, gpu: bool) -> dict[str, Any]:
