@@ -1,13 +1,17 @@
-"""The performance benchmarks (`make bench`, `python -m ffnbench.bench`; the benchmarks and the method are in
-cli.py's help). One concern per module:
+"""The performance benchmarks (`make bench`, `python -m ffnbench.bench`; docs/benchmarks.md). One concern per module:
 
-    session.py     what one invocation runs on and how big (BenchSession, Sizes, GOALS)
+    cli.py         the command line: BENCHMARKS (the benchmark modules, in order), the device, the machine block,
+                   the JSON files
+    session.py     what one invocation runs on and how big (BenchSession, the size presets)
     timing.py      interleaved repetitions, paired ratios, quartiles, timed calls, the load meter
     contenders.py  the real pipeline (train()) and the hand-written reference loop it is measured against
-    overhead.py  mfu.py  variants.py  alignment.py  startup.py
-                   one benchmark each: measure(session) returns its record (settings, load, rows, notes, ...)
-    render.py      the one renderer: a record → its tables and notes on the terminal
-    cli.py         the command line: which benchmarks, the device, the machine block, the JSON files
+    render.py      how a record is printed: the shared table cells and the block of title, tables and notes
+    overhead.py  mfu.py  variants.py  alignment.py  startup.py  parallel.py
+                   one benchmark each: NAME, TITLE, SUMMARY, SIZES (by preset), measure(session) → its record
+                   (settings, load, rows, notes, ...), tables(record) → what is printed of it
+    overhead_compare.py  overhead_profile.py  overhead_floor.py
+                   the overhead benchmark's parts: one model's row, the profile, Lightning's own loop
+    gpucheck.py    `make gpu-check`: a GPU machine end to end
 """
 
 from ffnbench.bench.cli import main

@@ -1,26 +1,11 @@
-"""Performance benchmarks (`make bench`), each printing a table and writing JSON to <out>/<label>/:
+"""Performance benchmarks (`make bench`), each printing a table and writing JSON to <out>/<label>/<name>.json:
 
     python -m ffnbench.bench [--only 1,3] [--quick] [--label NAME] [--out DIR] [--device cpu|cuda|gpu|auto]
                              [--threads N]
 
-  1 overhead   tokens/s of the real pipeline (train(): Lightning, logging, callbacks) ÷ tokens/s of a minimal
-               hand-written PyTorch loop over the same model, batches, AdamW and clipping     → overhead.json
-  2 mfu        achieved model FLOP/s ÷ peak FLOP/s (CPU: the fp32 GEMM probe of throughput.py, measured here;
-               GPU: the datasheet dense peak), tiny and small models                             → mfu.json
-  3 variants   every FFN variant at matched budget: one FFN layer forward+backward, and a whole training
-               step, eager and compiled                                                          → variants.json
-  4 alignment  one SwiGLU layer at d_ff = 682 / 704 / 768 (multiple of 1 / 64 / 256): time and time per
-               parameter (claim C9)                                                              → alignment.json
-  5 startup    command start → first training step of `python -m ffnbench.train` (a subprocess), and data
-               preparation: first tokenization vs cached load                                    → startup.json
-  6 parallel   CPU: one run on every core against several runs at once on a share each (the joblib launcher):
-               tokens/s and runs per hour as ratios against the run alone                         → parallel.json
-
-Method: warm-up steps and calls are excluded; repetitions are interleaved (A B, B A, A B, ...) so slow drift of
-the machine hits every contender alike; every figure is the median of its repetitions with the interquartile
-range (IQR) and the count; ratios are taken per repetition between measurements made side by side. On a GPU
-timed regions are bracketed by torch.cuda.synchronize(), models run compiled under the autocast trainer=gpu uses
-there (bf16, or fp16 before Ampere)."""
+BENCHMARKS lists the benchmark modules, in the order they run; a benchmark's number is its place there. Each module
+exports its NAME, TITLE, a one-line SUMMARY (the --help text), its SIZES by preset (session.PRESETS), `measure(session)`
+(its record) and `tables(record)` (what is printed of it)."""
 
 from __future__ import annotations
 
@@ -29,43 +14,85 @@ import platform
 import shlex
 import sys
 import tempfile
+import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from ffnbench.bench import alignment, mfu, overhead, parallel, startup, variants
-from ffnbench.bench.render import render
-from ffnbench.bench.session import BenchSession, sizes_for
+from ffnbench.bench.render import block
+from ffnbench.bench.session import BenchSession, preset
 from ffnbench.bench.timing import LoadMeter, load_snapshot
 from ffnbench.cli import user_errors_exit
 from ffnbench.errors import ConfigError
 from ffnbench.hardware import resolve_accelerator, torch_device
 from ffnbench.records import git_revision
 
-BENCHMARKS = {1: "overhead", 2: "mfu", 3: "variants", 4: "alignment", 5: "startup", 6: "parallel"}
-MEASURE: dict[str, Callable[[BenchSession], dict[str, Any]]] = {
-    "overhead": overhead.measure, "mfu": mfu.measure, "variants": variants.measure, "alignment": alignment.measure,
-    "startup": startup.measure, "parallel": parallel.measure}
+
+class Benchmark(Protocol):
+    """What a benchmark module exports."""
+
+    NAME: str  # its results file is <NAME>.json; --only takes it
+    TITLE: str  # the printed heading, after its number
+    SUMMARY: str  # what it measures, for --help
+    SIZES: Mapping[str, Any]  # its sizes (a frozen dataclass) by preset: quick, cpu, gpu
+
+    def measure(self, session: BenchSession) -> dict[str, Any]:
+        """Its record: settings, load (before and after), rows, notes and anything else it measured."""
+        ...
+
+    def tables(self, record: Mapping[str, Any]) -> list[str]:
+        """The tables printed of a record."""
+        ...
+
+
+BENCHMARKS: tuple[Benchmark, ...] = (overhead, mfu, variants, alignment, startup, parallel)
 DEFAULT_OUT = Path("experiments") / "bench"
+
+
+def numbered() -> dict[int, Benchmark]:
+    """The benchmarks by number (1, 2, ...: their order in BENCHMARKS)."""
+    return dict(enumerate(BENCHMARKS, start=1))
+
+
+def find(name: str) -> tuple[int, Benchmark]:
+    """A benchmark's number and module by its name (KeyError for a name BENCHMARKS does not hold)."""
+    for number, benchmark in numbered().items():
+        if name == benchmark.NAME:
+            return number, benchmark
+    raise KeyError(f"no benchmark named {name!r}")
+
+
+def sizes_for(quick: bool, gpu: bool) -> dict[str, Any]:
+    """Every benchmark's sizes for a run (BenchSession.sizes): `quick` (seconds, for the tests), or the full ones
+    for a GPU or a CPU."""
+    return {b.NAME: b.SIZES[preset(quick, gpu)] for b in BENCHMARKS}
+
+
+def render(name: str, record: Mapping[str, Any]) -> str:
+    """The block printed for benchmark `name`: '## <number>. <title>', its table(s), then its notes indented."""
+    number, benchmark = find(name)
+    return block(f"{number}. {benchmark.TITLE}", benchmark.tables(record), record.get("notes", ()))
 
 
 def parse_only(text: str | None) -> list[str]:
     """'1,3' or 'overhead,variants' (or a mix) → benchmark names in run order; None → all of them."""
+    names = {i: b.NAME for i, b in numbered().items()}
     if not text:
-        return list(BENCHMARKS.values())
+        return list(names.values())
     chosen = set()
     for item in (t.strip() for t in text.split(",") if t.strip()):
-        if item.isdigit() and int(item) in BENCHMARKS:
-            chosen.add(BENCHMARKS[int(item)])
-        elif item in BENCHMARKS.values():
+        if item.isdigit() and int(item) in names:
+            chosen.add(names[int(item)])
+        elif item in names.values():
             chosen.add(item)
         else:
-            known = ", ".join(f"{i} {n}" for i, n in BENCHMARKS.items())
+            known = ", ".join(f"{i} {n}" for i, n in names.items())
             raise ConfigError(f"--only: unknown benchmark {item!r}; known: {known}")
-    return [name for name in BENCHMARKS.values() if name in chosen]
+    return [name for name in names.values() if name in chosen]
 
 
 def check_label(label: str) -> str:
@@ -82,14 +109,26 @@ def machine(label: str, accelerator: str) -> dict[str, Any]:
     return {"label": label, **hardware(accelerator), "torch": v["torch"], "python": v["python"], "versions": v}
 
 
-def _default_cache_dir() -> Path:
+def default_cache_dir() -> Path:
+    """The user's token cache (data.cache_dir at the defaults), which the benchmarks read and fill."""
     from ffnbench.config import compose
 
     return Path(str(compose([]).data.cache_dir)).expanduser()
 
 
+def description() -> str:
+    """The --help text: the command, then each benchmark's number, name, summary and file."""
+    lines = ["Performance benchmarks (`make bench`), each printing a table and writing JSON to <out>/<label>/:", ""]
+    for i, b in numbered().items():
+        lines += textwrap.wrap(f"{b.SUMMARY} → {b.NAME}.json", width=116, initial_indent=f"  {i} {b.NAME:<10} ",
+                               subsequent_indent=" " * 15, break_on_hyphens=False)
+    lines += ["", "The method (warm-up, interleaved repetitions, paired ratios, the GPU's autocast and "
+              "synchronisation): docs/benchmarks.md."]
+    return "\n".join(lines)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ffnbench.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m ffnbench.bench", description=description(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--label", default=None, help="results folder under --out (default: this machine's hostname)")
     p.add_argument("--out", default=str(DEFAULT_OUT), help="where the <label>/ folder goes (default: %(default)s)")
@@ -118,7 +157,7 @@ def run_benchmarks(session: BenchSession, names: list[str], header: dict[str, An
     results = {}
     for name in names:
         t0, meter = time.perf_counter(), LoadMeter()
-        measured = MEASURE[name](session)
+        measured = find(name)[1].measure(session)
         during = meter.read()
         print(render(name, measured), flush=True)
         results[name] = record = {
@@ -157,7 +196,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     _warn_if_busy()
     with tempfile.TemporaryDirectory(prefix="ffnbench-bench-") as work:
         session = BenchSession(device=device, quick=args.quick, sizes=sizes_for(args.quick, device.type == "cuda"),
-                               work=Path(work), cache_dir=_default_cache_dir())
+                               work=Path(work), cache_dir=default_cache_dir())
         results = run_benchmarks(session, names, header, out)
     total = time.perf_counter() - started
     print(f"\nffnbench bench: done in {total:.0f} s ({total / 60:.1f} min); JSON in {out}")

@@ -23,7 +23,7 @@ from ffnbench.throughput import sync
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[io.StringIO]:
+def quiet() -> Iterator[io.StringIO]:
     """Swallow what train() and Lightning print (shown if the run fails)."""
     buffer = io.StringIO()
     names = ("lightning.pytorch", "lightning.fabric", "lightning")
@@ -60,8 +60,8 @@ def pipeline_overrides(session: BenchSession, model: str, batch_size: int | None
         "logger=csv",
         "trainer.val_every=1000000",
         "trainer.ckpt_every=1000000",
-        f"data.val_tokens={session.sizes.val_tokens}",
-        f"data.final_val_tokens={session.sizes.val_tokens}",  # the final validation is not timed: keep it short
+        f"data.val_tokens={session.val_tokens}",
+        f"data.final_val_tokens={session.val_tokens}",  # the final validation is not timed: keep it short
         f"data.cache_dir={session.cache_dir}",
         *([f"data.batch_size={batch_size}"] if batch_size else []),
     ]
@@ -127,7 +127,7 @@ class Pipeline:
         run_dir = self.session.work / "runs" / f"pipeline-{next(_RUN_NUMBERS)}"  # always a fresh run, never a resume
         cfg = compose([*self.overrides, f"trainer.max_steps={self.warmup + self.steps}", f"run_dir={run_dir}"])
         clock = _step_clock(self.session.device, self.warmup, self.warmup + self.steps)
-        with _quiet():
+        with quiet():
             result = run_train(cfg, [clock])
         if result.status != "finished" or result.resumed_from_step is not None:
             raise RuntimeError(f"benchmark run {run_dir} ended {result.status}: {result.error}")
@@ -224,7 +224,7 @@ def alternate(session: BenchSession, overrides: list[str], warmup: int, window: 
     cfg = compose([*overrides, f"trainer.max_steps={steps}", f"run_dir={run_dir}"])
     loop = HandLoop(session, cfg, compile=bool(cfg.trainer.compile), compile_mode=str(cfg.trainer.compile_mode))
     alternation = Alternation(loop, warmup, window, windows, k)
-    with _quiet():
+    with quiet():
         result = run_train(cfg, [alternation.callback])
     if result.status != "finished" or result.resumed_from_step is not None:
         raise RuntimeError(f"benchmark run {run_dir} ended {result.status}: {result.error}")

@@ -31,8 +31,9 @@ from typing import Any
 
 import torch
 
-from ffnbench.bench.cli import DEFAULT_OUT, _default_cache_dir, machine, run_benchmarks
-from ffnbench.bench.session import BenchSession, Sizes, sizes_for
+from ffnbench.bench import alignment, mfu, overhead
+from ffnbench.bench.cli import DEFAULT_OUT, default_cache_dir, machine, run_benchmarks, sizes_for
+from ffnbench.bench.session import BenchSession
 from ffnbench.cli import user_errors_exit
 from ffnbench.config import TrainerConfig
 from ffnbench.errors import ConfigError
@@ -48,16 +49,18 @@ TRAIN_STEPS, WARMUP_STEPS = 300, 20  # per model; recompiles are counted after t
 DDP_STEPS = 100
 
 
-def check_sizes(quick: bool) -> Sizes:
-    """The benchmarks' sizes here: `make bench`'s GPU sizes cut to fit the time budget (`quick`: a smoke run)."""
+def check_sizes(quick: bool) -> dict[str, Any]:
+    """The benchmarks' sizes here (BenchSession.sizes): `make bench`'s GPU sizes cut to fit the time budget
+    (`quick`: a smoke run)."""
     if quick:
         return sizes_for(True, True)
     full = sizes_for(False, True)
-    return dataclasses.replace(
-        full, overhead_models=("small",), overhead_steps={**full.overhead_steps, "small": (20, 50, 12)},
-        overhead_reps=3,
-        mfu_models=(("small", 32), ("base", 8)), mfu_steps={"small": (20, 100), "base": (10, 40)}, mfu_reps=2,
-        align_reps=9)
+    o, m, a = full[overhead.NAME], full[mfu.NAME], full[alignment.NAME]
+    return {**full,
+            overhead.NAME: dataclasses.replace(o, models=("small",), steps={**o.steps, "small": (20, 50, 12)}, reps=3),
+            mfu.NAME: dataclasses.replace(m, models=(("small", 32), ("base", 8)),
+                                          steps={"small": (20, 100), "base": (10, 40)}, reps=2),
+            alignment.NAME: dataclasses.replace(a, reps=9)}
 
 
 # ---- dynamo's counters: did every block run compiled, and compile only in warm-up? ----------------------------
@@ -182,7 +185,7 @@ def ddp_check(session: BenchSession, steps: int) -> dict[str, Any]:
     command = [sys.executable, "-m", "ffnbench.train", "model=small", "trainer=ddp", "trainer.devices=2",
                "trainer.compile=true", f"trainer.max_steps={steps}", "trainer.val_every=1000000",
                "trainer.ckpt_every=1000000", "trainer.progress_bar=false", "logger=csv",
-               f"data.val_tokens={session.sizes.val_tokens}", f"data.final_val_tokens={session.sizes.val_tokens}",
+               f"data.val_tokens={session.val_tokens}", f"data.final_val_tokens={session.val_tokens}",
                f"data.cache_dir={session.cache_dir}", f"run_dir={run_dir}"]
     started = time.perf_counter()
     try:
@@ -269,17 +272,17 @@ def main(argv: list[str] | None = None) -> int:
                               "software": sw, "time_budget_s": TIME_BUDGET_S}
     with tempfile.TemporaryDirectory(prefix="ffnbench-gpucheck-") as work:
         session = BenchSession(device=torch.device("cuda", 0), quick=args.quick, sizes=check_sizes(args.quick),
-                               work=Path(work), cache_dir=_default_cache_dir())
+                               work=Path(work), cache_dir=default_cache_dir())
         record["training"] = []
         shapes = [(m, []) for m in TRAIN_MODELS] + [SWEEP_SHAPE]
         for model, extra in shapes:
             row = train_check(session, model, steps, warmup, extra)
             record["training"].append(row)
-            mfu = f", MFU {row['mfu']:.3f} of {row['peak_flops']:.3g} FLOP/s" if row["mfu"] else ""
+            mfu_text = f", MFU {row['mfu']:.3f} of {row['peak_flops']:.3g} FLOP/s" if row["mfu"] else ""
             tps = f"{row['tokens_per_s']:,.0f} tokens/s" if row["tokens_per_s"] else "no throughput"
             checks.append({"check": f"train {model}{' ' + ' '.join(extra) if extra else ''} compiled",
                            "ok": not row["problems"],
-                           "detail": "; ".join(row["problems"]) or f"{row['status']}, {tps}{mfu} "
+                           "detail": "; ".join(row["problems"]) or f"{row['status']}, {tps}{mfu_text} "
                                                                      f"({row['seconds']:.0f} s)"})
             _print_checks(checks[-1:])
         torch._dynamo.reset()

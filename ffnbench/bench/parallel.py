@@ -1,8 +1,8 @@
-"""Benchmark 6, parallel: on a CPU, is a sweep faster as one run at a time on every core, or as several runs at once
-on a share of the cores each (the joblib launcher: hardware.share_cpu_threads)? The same `python -m ffnbench.train`
-run, once alone (torch's threads: one per core) and as `jobs` copies started together with cores ÷ jobs threads
-each, interleaved; the ratios are taken per repetition, side by side. A CPU benchmark: on a GPU the runs of a sweep
-queue for the device (hardware.claim_devices), and it is skipped."""
+"""The parallel-runs benchmark: on a CPU, is a sweep faster as one run at a time on every core, or as several
+runs at once on a share of the cores each (the joblib launcher: hardware.share_cpu_threads)? The same
+`python -m ffnbench.train` run, once alone (torch's threads: one per core) and as `jobs` copies started together with
+cores ÷ jobs threads each, interleaved; the ratios are taken per repetition, side by side. A CPU benchmark: on a GPU
+the runs of a sweep queue for the device (hardware.claim_devices), and it is skipped."""
 
 from __future__ import annotations
 
@@ -12,19 +12,43 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ffnbench.bench.render import median_iqr, speedup, table
 from ffnbench.bench.session import BenchSession
 from ffnbench.bench.timing import load_snapshot, quartiles
 
+NAME = "parallel"
+TITLE = "Parallel runs on a CPU"
+SUMMARY = ("CPU: one run on every core against several runs at once on a share each (the joblib launcher): tokens/s "
+           "and runs per hour as ratios against the run alone")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How much the parallel benchmark does: the run timed alone and as parallel jobs."""
+
+    model: str
+    steps: int
+    batch: int
+    jobs: int  # at most the machine's cores
+    reps: int
+
+
+FULL = Sizes(model="mini", steps=300, batch=16, jobs=2, reps=2)  # the CPU campaign's model
+SIZES: Mapping[str, Sizes] = {"quick": Sizes(model="micro", steps=20, batch=4, jobs=2, reps=1), "gpu": FULL,
+                              "cpu": FULL}
+
 
 def _command(session: BenchSession, run_dir: Path) -> list[str]:
-    s = session.sizes
-    return [sys.executable, "-m", "ffnbench.train", f"model={s.parallel_model}", "ffn=gelu", "logger=csv",
-            f"trainer.max_steps={s.parallel_steps}", "trainer.accelerator=cpu", "trainer.progress_bar=false",
-            f"data.batch_size={s.parallel_batch}", f"data.val_tokens={s.val_tokens}",
-            f"data.final_val_tokens={s.val_tokens}", f"data.cache_dir={session.cache_dir}",
+    s: Sizes = session.sizes[NAME]
+    return [sys.executable, "-m", "ffnbench.train", f"model={s.model}", "ffn=gelu", "logger=csv",
+            f"trainer.max_steps={s.steps}", "trainer.accelerator=cpu", "trainer.progress_bar=false",
+            f"data.batch_size={s.batch}", f"data.val_tokens={session.val_tokens}",
+            f"data.final_val_tokens={session.val_tokens}", f"data.cache_dir={session.cache_dir}",
             f"hydra.run.dir={run_dir}"]
 
 
@@ -48,11 +72,12 @@ def _launch(session: BenchSession, tag: str, jobs: int, threads: int | None) -> 
 
 
 def measure(session: BenchSession) -> dict[str, Any]:
-    s = session.sizes
+    """The parallel record: settings, load, the run alone and the runs together (or why skipped), notes."""
+    s: Sizes = session.sizes[NAME]
     cores = os.cpu_count() or 1
-    jobs = max(1, min(s.parallel_jobs, cores))
-    settings = {"model": s.parallel_model, "steps": s.parallel_steps, "batch": s.parallel_batch, "jobs": jobs,
-                "threads_per_job": max(1, cores // jobs), "cores": cores, "reps": s.parallel_reps}
+    jobs = max(1, min(s.jobs, cores))
+    settings = {"model": s.model, "steps": s.steps, "batch": s.batch, "jobs": jobs,
+                "threads_per_job": max(1, cores // jobs), "cores": cores, "reps": s.reps}
     load = {"before": load_snapshot()}
     if session.device.type != "cpu" or jobs < 2:
         why = "a GPU session: runs of a sweep queue for the device" if session.device.type != "cpu" else \
@@ -61,7 +86,7 @@ def measure(session: BenchSession) -> dict[str, Any]:
     # the token cache every run reads, built before anything is timed
     _launch(session, "warm", 1, None)
     alone, together = [], []
-    for rep in range(s.parallel_reps):  # alternated, so drift of the machine hits both alike
+    for rep in range(s.reps):  # alternated, so drift of the machine hits both alike
         order = [("alone", 1, None), ("together", jobs, max(1, cores // jobs))]
         for name, n, threads in (order if rep % 2 == 0 else order[::-1]):
             (alone if name == "alone" else together).append(_launch(session, f"{name}-{rep}", n, threads))
@@ -80,10 +105,22 @@ def measure(session: BenchSession) -> dict[str, Any]:
          "wall_s": quartiles([t["wall_s"] for t in together]),
          "tokens_per_s_ratio": quartiles(tokens_ratio), "runs_per_hour_ratio": quartiles(runs_ratio)},
     ]
-    notes = [f"`python -m ffnbench.train model={s.parallel_model} ffn=gelu trainer.max_steps={s.parallel_steps}` "
-             f"(batch {s.parallel_batch}); ratios per repetition against the run alone, median ± IQR/2 of "
-             f"{s.parallel_reps}: tokens/s of all runs together ÷ tokens/s alone, and runs per hour (the wall time "
+    notes = [f"`python -m ffnbench.train model={s.model} ffn=gelu trainer.max_steps={s.steps}` "
+             f"(batch {s.batch}); ratios per repetition against the run alone, median ± IQR/2 of "
+             f"{s.reps}: tokens/s of all runs together ÷ tokens/s alone, and runs per hour (the wall time "
              "includes each process's start-up)",
              "the faster setting is what `make sweep LAUNCHER=joblib` gives on this machine: it runs as many jobs as "
              "cores by default, each on cores ÷ jobs threads (hardware.share_cpu_threads)"]
     return {"settings": settings, "load": load, "rows": rows, "notes": notes}
+
+
+def tables(record: Mapping[str, Any]) -> list[str]:
+    """The run alone, then the runs together with their ratios against it (or why the benchmark was skipped)."""
+    rows = record["rows"]
+    if rows and rows[0].get("what") == "skipped":
+        return [f"skipped: {rows[0]['why']}"]
+    header = ["runs", "tokens/s per run", "tokens/s together", "wall s", "tokens/s ÷ alone", "runs/h ÷ alone"]
+    return [table(header, [[r["what"], median_iqr(r["tokens_per_s_per_run"], ".3g"),
+                            median_iqr(r["tokens_per_s_total"], ".3g"), median_iqr(r["wall_s"], ".3g"),
+                            speedup(r.get("tokens_per_s_ratio")), speedup(r.get("runs_per_hour_ratio"))]
+                           for r in rows])]

@@ -1,0 +1,1 @@
+"""Tests of ffnbench.bench, one file per module of the package."""
