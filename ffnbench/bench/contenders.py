@@ -7,7 +7,6 @@ import contextlib
 import io
 import itertools
 import logging
-import math
 import sys
 import time
 import warnings
@@ -19,6 +18,7 @@ from omegaconf import DictConfig
 from ffnbench.bench.session import BenchSession
 from ffnbench.bench.timing import time_call
 from ffnbench.result import RunResult
+from ffnbench.step import clip_gradients, train_step
 from ffnbench.throughput import sync
 
 
@@ -234,7 +234,8 @@ def alternate(session: BenchSession, overrides: list[str], warmup: int, window: 
 
 class HandLoop:
     """The minimal PyTorch training loop the pipeline is measured against: the same GPT, the same batches (the
-    data module's windows), the same AdamW and schedule (module.build_optimizer), the same gradient clipping,
+    data module's windows), the same optimizer step (step.train_step, which LMModule calls too), the same AdamW and
+    schedule (module.build_optimizer), the same gradient clipping,
     autocast (bf16, or fp16 with a gradient scaler before Ampere) and compiled blocks on a GPU as the pipeline has
     there, and the loss read once per logging window, as any loop that prints its loss does. Nothing else: no
     hooks, no logging, no checkpoints.
@@ -275,22 +276,23 @@ class HandLoop:
         self.i = 0
         self.loss: torch.Tensor | None = None
 
+    def _backward(self, loss: torch.Tensor) -> None:
+        self.scaler.scale(loss).backward()
+
+    def _update(self) -> None:
+        self.scaler.unscale_(self.optimizer)
+        clip_gradients(self.params, self.optim.get("grad_clip"))
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
     def step(self) -> None:
         x, y = self.batches(self.i)
         x = x.to(self.device, non_blocking=True)
         y = y.to(self.device, non_blocking=True)
-        if self.cuda_graphs:
-            torch.compiler.cudagraph_mark_step_begin()
-        with self.session.autocast():
-            loss = self.model(x, y)
-        self.scaler.scale(loss).backward()
-        self.scaler.unscale_(self.optimizer)
-        clip = self.optim.get("grad_clip")
-        torch.nn.utils.clip_grad_norm_(self.params, clip if clip else math.inf)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        # the pipeline's own step (LMModule calls it too): forward, backward, clip, AdamW, schedule
+        loss = train_step(self.model, x, y, optimizer=self.optimizer, scheduler=self.scheduler,
+                          backward=self._backward, step=self._update, z_loss=self.optim.get("z_loss") or 0.0,
+                          cuda_graphs=self.cuda_graphs, forward_context=self.session.autocast())
         self.loss = loss.detach()
         if (self.i + 1) % self.log_every == 0:  # as often as the pipeline reads it
             loss.item()
