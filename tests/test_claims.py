@@ -20,7 +20,7 @@ from ffnbench.claims import CLAIM_IDS, CLAIMS, Claim, Evidence, Run, evaluate, l
 from ffnbench.claims.bias import bias_free_key
 from ffnbench.claims.pairing import BOOTSTRAP, FRESH_SEEDS, act_is, best_lr, compare_sides, matched_key
 from ffnbench.result import RunResult
-from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
+from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "claims.md"
 

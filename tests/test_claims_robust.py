@@ -6,7 +6,7 @@ that could not be made are named."""
 from fixtures.report.synthetic import make_record
 
 from ffnbench.claims import Run, evaluate
-from ffnbench.stats import INCONCLUSIVE, SUPPORTED
+from ffnbench.stats.verdicts import INCONCLUSIVE, SUPPORTED
 
 GRID = (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2)
 WIGGLE = {"gelu": (0.0, 0.002, 0.001), "swiglu": (0.001, 0.0, 0.002)}  # seeds differ a little, and differently

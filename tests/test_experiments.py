@@ -3,7 +3,7 @@ the real entry point (`python -m ffnbench.train experiment=<name> ...`) in a sub
 finite validation loss and with the experiment's own settings in its config.
 
 A run is a few seconds, most of them imports; two run at a time (the CI machine has 2 cores) and all of them share
-one token cache, so the corpus is tokenized once. The full micro sweeps are in test_sweep.py (slow)."""
+one token cache, so the corpus is tokenized once. The full micro sweeps are in test_sweep_cli.py (slow)."""
 
 import json
 import math

@@ -10,12 +10,13 @@ import sys
 import pytest
 from fixtures.report.synthetic import make_record, sweep_records, write_sweep
 
-from ffnbench import report, stats
+from ffnbench import report
 from ffnbench.claims import CLAIM_IDS, CLAIMS, Run
 from ffnbench.ffn import VARIANTS
 from ffnbench.report import method
 from ffnbench.report.comparisons import comparisons, primary_runs, variant_order
 from ffnbench.result import RunResult
+from ffnbench.stats.multiplicity import MULTIPLICITY
 
 SECTIONS = ("# ffnbench report", "## Method", "## Claims", "## Results by comparison", "## Figures", "## Runs not used",
             "## Provenance")
@@ -64,7 +65,7 @@ def test_method_section_states_rules_noise_lr_protocol_multiplicity_and_limits(s
     method = method_section(text)
     for claim in CLAIMS:  # every rule, as the registry states it
         assert f"- **{claim.id}** ({claim.kind}): {claim.rule}." in method, claim.id
-    assert stats.MULTIPLICITY in method
+    assert MULTIPLICITY in method
     assert "seed-to-seed variance" in method and "hierarchical bootstrap over seeds and validation windows" in method
     assert "0 of the 46 runs here recorded them" in method  # the synthetic records have no per-window losses
     assert "a difference smaller than the cross-machine spread (up to 0.009 nats measured on the quick sweep " \

@@ -566,9 +566,9 @@ def test_a_submitit_job_signalled_before_its_time_limit_saves_is_requeued_and_re
 
 
 def test_slurm_jobs_that_reach_their_time_limit_are_requeued(tmp_path):
-    from ffnbench import sweep
+    from ffnbench.sweep.planning import plan
 
-    _, cfg = sweep.plan("linear", "submitit_slurm", [f"runs_root={tmp_path}", "slurm.partition=gpu"])
+    _, cfg = plan("linear", "submitit_slurm", [f"runs_root={tmp_path}", "slurm.partition=gpu"])
     assert cfg.hydra.launcher.max_num_timeout == cfg.slurm.max_num_timeout > 0  # submitit's default, 0, never does
     assert cfg.hydra.launcher.signal_delay_s > 0  # time to save a checkpoint after the pre-emption signal
 

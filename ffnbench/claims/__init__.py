@@ -7,10 +7,10 @@ Comparisons are paired by seed: the same seed gives every FFN the same data orde
 initialisation, so a per-seed difference cancels the seed's luck. Every rule is stated in `Claim.rule`, and
 the report prints it next to the verdict.
 
-Uniform rules (ffnbench.stats): an interval strictly on one side of the threshold decides, otherwise the
-verdict is inconclusive; a claim made of parts is their conjunction (stats.combine); a trained claim whose
-deciding comparison has fewer than two seeds is at most inconclusive ("one seed: no interval"); a trained
-claim with no runs in the sweep is inconclusive with the command that makes them.
+Uniform rules (ffnbench.stats.verdicts): an interval strictly on one side of the threshold decides, otherwise
+the verdict is inconclusive; a claim made of parts is their conjunction (stats.multiplicity.combine); a trained
+claim whose deciding comparison has fewer than two seeds is at most inconclusive ("one seed: no interval"); a
+trained claim with no runs in the sweep is inconclusive with the command that makes them.
 
 Layout: runs (a run and its per-seed statistics), pairing (comparison keys and paired comparisons),
 formatting (effects as text), claim (the registry entry and its verdict), one module per family of claims

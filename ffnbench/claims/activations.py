@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from ffnbench import stats
 from ffnbench.claims import robust
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval, fmt_mean_std
@@ -19,7 +18,8 @@ from ffnbench.claims.pairing import (
 )
 from ffnbench.claims.runs import summary_of
 from ffnbench.ffn import FeedForward, FFNSpec
-from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
+from ffnbench.stats.intervals import one_sample
+from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_better
 
 
 def comparison_claim(obs: Observations, a: str, b: str, what: str) -> tuple[Evidence, Comparison | None]:
@@ -142,11 +142,11 @@ def c8(obs: Observations) -> Evidence:
                          Verdict(INCONCLUSIVE, "no pair of depths with otherwise equal settings")))
         return ev
     d_s, d_d = shallow.seed_diffs, deep.seed_diffs
-    interaction = stats.one_sample({s: d_d[s] - d_s[s] for s in set(d_s) & set(d_d)})
+    interaction = one_sample({s: d_d[s] - d_s[s] for s in set(d_s) & set(d_d)})
     label = f"advantage larger at {depths[-1]} than at {depths[0]} layers"
     diverging = [str(c.divergence) for c in (shallow, deep) if c.divergence.differs]
     ev.parts.append((label, Verdict(INCONCLUSIVE, "; ".join(diverging)) if diverging
-                     else stats.verdict_better(interaction)))
+                     else verdict_better(interaction)))
     ev.n = min_n(ev.n, interaction.n)
     ev.effect += f"; depth interaction = {fmt_interval(interaction)}"
     ev.details.append(f"- depth interaction: [loss(relu) − loss(swish)] at {depths[-1]} layers minus at {depths[0]} "

@@ -8,9 +8,9 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations
-from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
+from ffnbench.stats.multiplicity import combine
+from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH_GLOB = "experiments/bench/*/alignment.json"
@@ -103,7 +103,7 @@ def c9(obs: Observations) -> Evidence:
         if gpu:
             cpu_only = False
             ev.parts += [(f"{label}, {name}", v) for name, v in parts]
-            ev.effect += f"{'; ' if ev.effect else ''}{label}: {stats.combine(parts).reason}"
+            ev.effect += f"{'; ' if ev.effect else ''}{label}: {combine(parts).reason}"
     if not obs.bench_files:
         ev.parts.append(("benchmark", Verdict(INCONCLUSIVE, f"no {BENCH_GLOB}: run `make bench`")))
         ev.effect = "n/a: not benchmarked (`make bench`)"

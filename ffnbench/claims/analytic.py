@@ -7,7 +7,7 @@ from ffnbench.accounting import ParamBreakdown, bytes_of, count_params, ffn_forw
 from ffnbench.claims.claim import Evidence, Observations
 from ffnbench.ffn import FeedForward, FFNSpec, size_ffn
 from ffnbench.reference import DOC_SEQ_LEN, reference_model, reference_models
-from ffnbench.stats import CONTRADICTED, SUPPORTED, Verdict
+from ffnbench.stats.verdicts import CONTRADICTED, SUPPORTED, Verdict
 
 
 def _ref_params() -> dict[str, ParamBreakdown]:

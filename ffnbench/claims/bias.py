@@ -3,7 +3,7 @@ against with biases at a matched budget, in bits per byte.
 
 The margin is in bits per byte so that it means the same under every tokenizer (nats per token scale with the
 bytes a token covers). Where the runs recorded their final validation loss per window (RunResult.val_windows),
-the interval is a hierarchical bootstrap over seeds and validation windows (stats.hierarchical_bootstrap): the
+the interval is a hierarchical bootstrap over seeds and validation windows (stats.bootstrap): the
 validation set is a fixed sample, and its sampling noise is of the order of the margin. Otherwise it is the t
 interval over seeds, which leaves that noise out, and the evidence says so."""
 
@@ -14,13 +14,13 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ffnbench import stats
 from ffnbench.claims import robust
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval
 from ffnbench.claims.pairing import Comparison, PairKey, compare_sides, paired_difference, primary, window_losses
 from ffnbench.claims.runs import Run
-from ffnbench.stats import Paired, Verdict
+from ffnbench.stats.intervals import Paired, summarize
+from ffnbench.stats.verdicts import Verdict, verdict_below
 
 # Bits per byte: a cost below this is "can be dropped". It is the former 0.01 nats/token at the byte tokenizer
 # of the CPU presets (one token = one byte: 0.01 / ln 2 = 0.0144 bpb), rounded up to 0.015, about 0.5% of the
@@ -37,7 +37,7 @@ def bias_free_key(r: Run) -> PairKey | None:
 
 
 def _mean_tps(runs: Iterable[Run]) -> str:
-    s = stats.summarize(r.tokens_per_s for r in runs if r.usable and r.tokens_per_s is not None)
+    s = summarize(r.tokens_per_s for r in runs if r.usable and r.tokens_per_s is not None)
     return f"{s.mean:,.0f}" if s.n else "n/a"
 
 
@@ -92,7 +92,7 @@ def _rule(c: Comparison) -> Verdict:
     """C7's verdict of one comparison: Comparison.verdict applies the budget and divergence rules first; the rule
     then judges its bpb cost against the margin."""
     cost, _ = bpb_cost(c)
-    return c.verdict(lambda _, d=cost: stats.verdict_below(d, BIAS_MARGIN_BPB), b_worse_supports=False)
+    return c.verdict(lambda _, d=cost: verdict_below(d, BIAS_MARGIN_BPB), b_worse_supports=False)
 
 
 def margin_in_nats(bytes_per_token: float = 1.0) -> float:

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from ffnbench import stats
 from ffnbench.claims.runs import Run, Setting, is_reference
-from ffnbench.stats import INCONCLUSIVE, Verdict
+from ffnbench.stats.multiplicity import combine, holm
+from ffnbench.stats.verdicts import INCONCLUSIVE, ONE_SEED, Verdict
 
 KINDS = ("analytic", "trained", "benchmark")
 
@@ -94,7 +94,8 @@ class Claim:
 @dataclass(frozen=True)
 class ClaimResult:
     """A claim's verdict, its headline effect, its seeds, its numbers, and the verdict of each of its parts
-    after the multiplicity correction (stats.holm), shown one by one in the report beside the conjunction."""
+    after the multiplicity correction (stats.multiplicity.holm), shown one by one in the report beside the
+    conjunction."""
 
     claim: Claim
     verdict: Verdict
@@ -112,11 +113,11 @@ def evaluate_claim(claim: Claim, obs: Observations) -> ClaimResult:
     if claim.kind == "trained" and ev.n is None:
         reason = f"not in this sweep: run `make sweep EXP={claim.experiment}`"
         return ClaimResult(claim, Verdict(INCONCLUSIVE, reason), ev.effect or f"n/a: {reason}", None, ev.details,
-                           tuple(stats.holm(ev.parts)))
-    verdict = stats.combine(ev.parts)
+                           tuple(holm(ev.parts)))
+    verdict = combine(ev.parts)
     if claim.kind == "trained" and (ev.n or 0) < 2 and verdict.verdict != INCONCLUSIVE:
-        verdict = Verdict(INCONCLUSIVE, f"{stats.ONE_SEED} (would be {verdict.verdict}: {verdict.reason})")
-    return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details, tuple(stats.holm(ev.parts)))
+        verdict = Verdict(INCONCLUSIVE, f"{ONE_SEED} (would be {verdict.verdict}: {verdict.reason})")
+    return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details, tuple(holm(ev.parts)))
 
 
 def min_n(*ns: int | None) -> int | None:

@@ -3,7 +3,7 @@ none. Plain numbers go through ffnbench.tables.fmt, so a missing one prints the 
 
 from __future__ import annotations
 
-from ffnbench.stats import Paired, Summary
+from ffnbench.stats.intervals import Paired, Summary
 from ffnbench.tables import MISSING, fmt
 
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from ffnbench import stats
 from ffnbench.claims.formatting import fmt_interval
 from ffnbench.claims.runs import (
     Run,
@@ -28,7 +27,10 @@ from ffnbench.claims.runs import (
     setting_without,
 )
 from ffnbench.lr_protocol import best_lr
-from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Paired, Verdict
+from ffnbench.stats.bootstrap import hierarchical_bootstrap
+from ffnbench.stats.intervals import Paired, compare
+from ffnbench.stats.rates import rate_difference
+from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_better, verdict_rate_lower
 
 BOOTSTRAP = "hierarchical bootstrap over seeds and validation windows"
 T_OVER_SEEDS = "t interval over seeds (no per-window validation losses recorded: validation-set noise not included)"
@@ -47,20 +49,20 @@ def paired_difference(a_runs: Iterable[Run], b_runs: Iterable[Run],
                       value: Callable[[Run], float | None] = lambda r: r.loss,
                       windows: Callable[[Run], np.ndarray | None] = window_losses) -> tuple[Paired, str]:
     """b − a of `value` over the seeds where both finished, and the noise model of its interval: a hierarchical
-    bootstrap over seeds and validation windows (stats.hierarchical_bootstrap) when every paired run recorded
+    bootstrap over seeds and validation windows (stats.bootstrap) when every paired run recorded
     the same validation windows (`windows`, in the unit of `value`), else the t interval over seeds (Welch when
-    the sides share fewer than two seeds, as stats.compare)."""
+    the sides share fewer than two seeds, as stats.intervals.compare)."""
     a_runs, b_runs = list(a_runs), list(b_runs)
     a = run_by_seed(a_runs, lambda r: r.usable and value(r) is not None)
     b = run_by_seed(b_runs, lambda r: r.usable and value(r) is not None)
     seeds = sorted(set(a) & set(b))
     pairs = {s: (windows(a[s]), windows(b[s])) for s in seeds}
     if len(seeds) >= 2 and all(wa is not None and wb is not None and len(wa) == len(wb) for wa, wb in pairs.values()):
-        return stats.hierarchical_bootstrap({s: wb - wa for s, (wa, wb) in pairs.items()}), BOOTSTRAP
-    return stats.compare(by_seed(a_runs, value), by_seed(b_runs, value)), T_OVER_SEEDS
+        return hierarchical_bootstrap({s: wb - wa for s, (wa, wb) in pairs.items()}), BOOTSTRAP
+    return compare(by_seed(a_runs, value), by_seed(b_runs, value)), T_OVER_SEEDS
 
 
-def shared_lr_differences(a_runs: Iterable[Run], b_runs: Iterable[Run]) -> dict[float, stats.Paired]:
+def shared_lr_differences(a_runs: Iterable[Run], b_runs: Iterable[Run]) -> dict[float, Paired]:
     """{lr: b − a of the final loss} at each lr where both variants' tuning runs finished on some shared seed,
     over those seeds only (claims.pairing.paired_difference: a seed × validation-window bootstrap where the runs
     recorded per-window losses, else a t interval over seeds; one seed: a mean, no interval). Runs that are not
@@ -131,10 +133,10 @@ FRESH_SEEDS = "lr tuned on tuning seeds, judged on fresh seeds"
 
 
 def fewer_failures(a: str, k_a: int, n_a: int, b: str, k_b: int, n_b: int, unit: str = "seeds") -> Verdict:
-    """"a diverges less often than b", as rates with an exact test (stats.rate_difference, Fisher):
+    """"a diverges less often than b", as rates with an exact test (stats.rates.rate_difference, Fisher):
     supported if a's rate is significantly lower, contradicted if significantly higher, inconclusive
     otherwise; the verdict keeps the test's p-value for the claim's Holm correction."""
-    v = stats.verdict_rate_lower(stats.rate_difference(k_b, n_b, k_a, n_a))  # its "side b" is our a
+    v = verdict_rate_lower(rate_difference(k_b, n_b, k_a, n_a))  # its "side b" is our a
     return dataclasses.replace(v, reason=f"{a} diverged on {k_a} of {n_a} {unit}, {b} on {k_b} of {n_b}: {v.reason}")
 
 
@@ -230,7 +232,7 @@ class Comparison:
         a, b = by_seed(self.a_runs), by_seed(self.b_runs)
         return {s: b[s] - a[s] for s in set(a) & set(b)}
 
-    def verdict(self, rule: Callable[[Paired], Verdict] = stats.verdict_better,
+    def verdict(self, rule: Callable[[Paired], Verdict] = verdict_better,
                 b_worse_supports: bool = True) -> Verdict:
         """`rule` applied to b − a, once the budgets are known to be matched and the divergence rule (see
         the class) has had its say. `b_worse_supports`: whether a larger b − a supports the claim (True for

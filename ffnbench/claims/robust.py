@@ -20,11 +20,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ffnbench import stats
 from ffnbench.claims.formatting import fmt_interval
 from ffnbench.claims.pairing import FRESH_SEEDS, Comparison, shared_lr_differences, without_factor
 from ffnbench.lr_protocol import bracketing
-from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Paired, Verdict
+from ffnbench.stats.intervals import Paired
+from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_better
 
 LR_ROBUST, LR_DEPENDENT = "lr-robust", "lr-dependent"
 INIT_ROBUST, INIT_DEPENDENT = "init-robust", "init-dependent"
@@ -204,7 +204,7 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
     return out
 
 
-def verdict_rule(rule: Callable[[Paired], Verdict] = stats.verdict_better, b_worse_supports: bool = True) -> Rule:
+def verdict_rule(rule: Callable[[Paired], Verdict] = verdict_better, b_worse_supports: bool = True) -> Rule:
     """A Rule (a comparison → its verdict) from a rule on the paired difference and its direction."""
     return lambda c: c.verdict(rule, b_worse_supports)
 

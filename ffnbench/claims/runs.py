@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ffnbench import stats
 from ffnbench.result import RunResult, finite
-from ffnbench.stats import Summary
+from ffnbench.stats.intervals import Summary, summarize
 
 DEFAULT_MAX_MISMATCH = 0.02  # train.yaml's ffn.max_mismatch, for records that lack it
 # The model factors a run's setting names: runs that agree on all of them are comparable.
@@ -197,7 +196,7 @@ def outcomes_by_seed(runs: Iterable[Run]) -> dict[int, Run]:
 
 def summary_of(runs: Iterable[Run], value: Callable[[Run], float | None] = lambda r: r.loss) -> Summary:
     """Mean, std and 95% CI of `value` over the seeds (one value per seed, see by_seed)."""
-    return stats.summarize(by_seed(runs, value).values())
+    return summarize(by_seed(runs, value).values())
 
 
 def stat_of(which: str, key: str) -> Callable[[Run], float | None]:

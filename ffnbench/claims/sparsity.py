@@ -9,13 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.pairing import PairKey, matched_key
 from ffnbench.claims.runs import Run, group_by, is_reference, per_seed_mean, stat_of
 from ffnbench.lr_protocol import best_lr, chosen_lrs, tuning_key
-from ffnbench.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Summary, Verdict
+from ffnbench.stats.intervals import Summary, summarize
+from ffnbench.stats.multiplicity import combine, holm
+from ffnbench.stats.verdicts import (
+    CONTRADICTED,
+    INCONCLUSIVE,
+    ONE_SEED,
+    SUPPORTED,
+    Verdict,
+    verdict_at_least,
+    verdict_within,
+)
 
 DEAD_REPORTED = 0.4  # C6: "40%+ of ReLU units dead"
 HALF_BAND = (0.4, 0.6)  # C5: "about half" — the 95% CI of ReLU's zero fraction inside this supports
@@ -29,10 +38,10 @@ GELU_ZERO_TOL = 0.01
 def relu_half(values: dict[int, float]) -> tuple[Summary, Verdict]:
     """ReLU's zero fraction, one value per seed: supported if the 95% CI lies within HALF_BAND, contradicted if
     it lies wholly outside HALF_OUTER, inconclusive otherwise (and with no runs)."""
-    s = stats.summarize(values.values())
+    s = summarize(values.values())
     if not s.n:
         return s, Verdict(INCONCLUSIVE, "no finished relu run with activation statistics")
-    return s, stats.verdict_within(s, HALF_BAND, HALF_OUTER)
+    return s, verdict_within(s, HALF_BAND, HALF_OUTER)
 
 
 def gelu_none(values: dict[int, float]) -> Verdict:
@@ -72,8 +81,8 @@ def _readings(init: tuple[dict, dict], final: tuple[dict, dict], final_label: st
     labels = ("at init (the article's snippet: random weights)", final_label)
     tests = [(f"{label}: {name}", verdict) for label, (relu, gelu) in zip(labels, (init, final))
              for name, verdict in (("relu about half", relu_half(relu)[1]), ("gelu no hard zeros", gelu_none(gelu)))]
-    corrected = stats.holm(tests)
-    return [(label, stats.combine([(name.removeprefix(f"{label}: "), v) for name, v in corrected
+    corrected = holm(tests)
+    return [(label, combine([(name.removeprefix(f"{label}: "), v) for name, v in corrected
                                    if name.startswith(f"{label}: ")])) for label in labels]
 
 
@@ -90,7 +99,7 @@ def c5(obs: Observations) -> Evidence:
     final = per_seed_mean(relu_runs, after), per_seed_mean(gelu_runs, after)
     lrs = ", ".join(f"{a} at lr {lr:g}" for a, lr in (("relu", relu_lr), ("gelu", gelu_lr)) if lr is not None)
     ev.parts += _readings(init, final, f"after training ({lrs or 'no trained run'})")
-    init_s, final_s = stats.summarize(init[0].values()), stats.summarize(final[0].values())
+    init_s, final_s = summarize(init[0].values()), summarize(final[0].values())
     ev.n = min_n(*(len(values) or None for values in (*init, *final)))
     gelu_max = max(final[1].values(), default=None)
     ev.effect = (f"relu zero fraction at init {fmt_interval(init_s, unit='', signed=False)}; after training "
@@ -112,7 +121,7 @@ def _zero_table(measured: list[Run], judged_lr: dict[str, float | None]) -> list
     for act in sorted({r.act for r in measured}):
         for lr in sorted({r.lr for r in measured if r.act == act}):
             runs = [r for r in measured if r.act == act and r.lr == lr]
-            init, final, dead = (stats.summarize(per_seed_mean(runs, stat_of(when, key)).values()) for when, key in
+            init, final, dead = (summarize(per_seed_mean(runs, stat_of(when, key)).values()) for when, key in
                                  (("init", "zero_frac"), ("final", "zero_frac"), ("final", "dead_frac")))
             mark = " (judged)" if judged_lr.get(act) == lr else ""
             lines.append(f"| {act} | {lr:g}{mark} | {init.n} | {fmt_mean_std(init, 3)} | {fmt_ci(init, 3)} "
@@ -150,8 +159,8 @@ def c6(obs: Observations) -> Evidence:
     dead = stat_of("final", "dead_frac")
     whole = {lr for lr in lrs if all(r.usable and dead(r) is not None for r in runs if r.lr == lr)}
     counted = [lr for lr in lrs if tuned is not None and lr > tuned and lr in whole]
-    per_lr = {lr: stats.summarize(per_seed_mean([r for r in runs if r.lr == lr], dead).values()) for lr in lrs}
-    tests = stats.holm([(f"lr {lr:g}", stats.verdict_at_least(per_lr[lr], DEAD_REPORTED)) for lr in counted])
+    per_lr = {lr: summarize(per_seed_mean([r for r in runs if r.lr == lr], dead).values()) for lr in lrs}
+    tests = holm([(f"lr {lr:g}", verdict_at_least(per_lr[lr], DEAD_REPORTED)) for lr in counted])
     ev.details += ["", f"Dead fraction per lr (relu tuned to {'n/a' if tuned is None else f'{tuned:g}'}; counted: the "
                        f"larger lrs where every seed finished):", "",
                    "| lr | seeds | dead fraction, 95% CI | counted | verdict (≥ 0.4, Holm) |", "|---|---|---|---|---|"]
@@ -170,11 +179,11 @@ def c6(obs: Observations) -> Evidence:
         ev.n = max(per_lr[lr].n for lr in counted)
         top = counted[-1]
         ev.effect = f"relu dead fraction at lr {top:g}: {fmt_interval(per_lr[top], unit='', signed=False)}"
-        ev.parts.append((label, Verdict(INCONCLUSIVE, stats.ONE_SEED)))
+        ev.parts.append((label, Verdict(INCONCLUSIVE, ONE_SEED)))
         return ev
     supported = [lr for lr in counted if verdict_of[f"lr {lr:g}"].verdict == SUPPORTED]
     # "below at every counted lr" is a conjunction: no multiplicity correction (Holm is for "at some lr")
-    below = [lr for lr in counted if stats.verdict_at_least(per_lr[lr], DEAD_REPORTED).verdict == CONTRADICTED]
+    below = [lr for lr in counted if verdict_at_least(per_lr[lr], DEAD_REPORTED).verdict == CONTRADICTED]
     if supported:
         v = Verdict(SUPPORTED, f"at lr {', '.join(f'{x:g}' for x in supported)} the dead fraction is ≥ "
                                f"{DEAD_REPORTED:g} (95% CI, Holm over {len(counted)} lrs)")
@@ -200,7 +209,7 @@ def _sparsity_table(obs: Observations, key: PairKey) -> list[str]:
     for act in sorted({r.act for r in runs}):
         for lr in sorted({r.lr for r in runs if r.act == act}):
             at = [r for r in runs if r.act == act and r.lr == lr]
-            cells = [stats.summarize(per_seed_mean(at, stat_of("final", k)).values())
+            cells = [summarize(per_seed_mean(at, stat_of("final", k)).values())
                      for k in ("dead_frac", "never_positive_frac", "zero_frac")]
             lines.append(f"| {act} | {lr:g} | {sum(r.status == 'finished' for r in at)} | "
                          f"{sum(r.status == 'diverged' for r in at)} | " + " | ".join(fmt_mean_std(c, 3) for c in cells)

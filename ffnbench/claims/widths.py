@@ -7,13 +7,13 @@ from collections import defaultdict
 from itertools import pairwise
 from typing import NamedTuple
 
-from ffnbench import stats
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.pairing import FRESH_SEEDS, ONE_LR, Comparison, PairKey
 from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, outcomes_by_seed, summary_of
 from ffnbench.lr_protocol import chosen_lrs, tuning_key
-from ffnbench.stats import INCONCLUSIVE, Verdict
+from ffnbench.stats.intervals import compare
+from ffnbench.stats.verdicts import INCONCLUSIVE, Verdict
 
 SWEET = 4.0  # the ratio the claim calls the sweet spot
 NEIGHBOURS = (2.0, 8.0)  # the ratios it must beat at a fixed budget
@@ -72,7 +72,7 @@ def _fixed_d(act: str, ratios: dict[float, list[Run]], ev: Evidence) -> None:
     are no sweet spot (every power law L = c + a·r^(−α) shows them, at 2× as at 4×), so nothing here decides."""
     rs = sorted(ratios)
     for lo, hi in pairwise(rs):
-        gain = stats.compare(by_seed(ratios[hi]), by_seed(ratios[lo]))  # loss(lo) − loss(hi)
+        gain = compare(by_seed(ratios[hi]), by_seed(ratios[lo]))  # loss(lo) − loss(hi)
         ev.details.append(f"- {act}, fixed d_model: Δ({lo:g}→{hi:g}) = loss({lo:g}×) − loss({hi:g}×) = "
                           f"{fmt_interval(gain)} (n = {gain.n})")
     ev.details.append(f"- {act}, fixed d_model: describes diminishing returns only, and does not decide (any power "
@@ -81,7 +81,8 @@ def _fixed_d(act: str, ratios: dict[float, list[Run]], ev: Evidence) -> None:
 
 def _fixed_budget(act: str, key: Series, ratios: dict[float, list[Run]], ev: Evidence) -> None:
     """At a fixed non-embedding budget: 4× must beat both neighbours, 2× and 8×, each paired by seed (one part
-    each, Holm-corrected with the claim's other parts by stats.combine); the other ratios are described."""
+    each, Holm-corrected with the claim's other parts by stats.multiplicity.combine); the other ratios are
+    described."""
     pair_key = PairKey(key.setting, bias=key.bias, multiple_of=key.multiple_of)
     effects = []
     for other in sorted(ratios):

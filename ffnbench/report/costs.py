@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ffnbench import stats
 from ffnbench.claims import Run, fmt_ci
 from ffnbench.claims.pairing import matched_key
 from ffnbench.claims.runs import run_by_seed
 from ffnbench.report.comparisons import comparisons, reference_label
+from ffnbench.stats.intervals import Paired, one_sample
 from ffnbench.tables import fmt, markdown_table
 
 HEADER = ["variant − reference", "equal params (end of training)", "equal training FLOPs", "equal wall-clock time"]
@@ -52,7 +52,7 @@ def loss_at(r: Run, cost_per_token: float, budget: float) -> float | None:
     return float(np.interp(budget, spent, loss))
 
 
-def at_equal_cost(ref: list[Run], other: list[Run], axis: Axis | None) -> stats.Paired:
+def at_equal_cost(ref: list[Run], other: list[Run], axis: Axis | None) -> Paired:
     """other − ref per seed, both read at the smaller of the two runs' total cost on `axis` (None: the final
     validation loss, Run.loss, i.e. equal parameters and tokens)."""
     a, b = run_by_seed(ref), run_by_seed(other)
@@ -71,10 +71,10 @@ def at_equal_cost(ref: list[Run], other: list[Run], axis: Axis | None) -> stats.
         la, lb = loss_at(ra, ca, budget), loss_at(rb, cb, budget)
         if la is not None and lb is not None:
             diffs[seed] = lb - la
-    return stats.one_sample(diffs)
+    return one_sample(diffs)
 
 
-def _cell(d: stats.Paired) -> str:
+def _cell(d: Paired) -> str:
     return f"{fmt(d.mean, '+.4f')} {fmt_ci(d, signed=True)} (n = {d.n})" if d.n else "n/a"
 
 

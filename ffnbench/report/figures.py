@@ -8,12 +8,12 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from ffnbench import stats
 from ffnbench.claims import Run, describe_setting, group_by, stat_of, summary_of
 from ffnbench.lr_protocol import best_lr, median_losses
 from ffnbench.report.comparisons import mean_of, primary_runs, variant_order
 from ffnbench.report.instabilities import kinds_of
 from ffnbench.report.lrgrid import families, figure_name, grid_lrs, plotted
+from ffnbench.stats.intervals import Summary, summarize
 
 FIGURES_DIR = "figures"  # under the report's folder; REPORT.md links the files by this path
 
@@ -35,7 +35,7 @@ def _save(fig, out: Path, name: str) -> str:
     return name
 
 
-def _err(s: stats.Summary) -> float:
+def _err(s: Summary) -> float:
     """Half-width of the 95% interval for an error bar; 0 where there is none (one seed)."""
     return (s.ci_high - s.mean) if s.has_ci else 0.0
 
@@ -199,7 +199,7 @@ def fig_throughput(runs: list[Run], out: Path) -> str | None:
                         lambda r: r.label)
     if not variants:
         return None
-    sums = {label: stats.summarize(r.tokens_per_s for r in rs) for label, rs in variants.items()}
+    sums = {label: summarize(r.tokens_per_s for r in rs) for label, rs in variants.items()}
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(sums) + 2), 4.2))
     ax.bar(list(sums), [s.mean for s in sums.values()], yerr=[s.std or 0.0 for s in sums.values()], capsize=4)

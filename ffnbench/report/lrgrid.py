@@ -17,11 +17,11 @@ import math
 import statistics
 from collections.abc import Iterable
 
-from ffnbench import stats
 from ffnbench.claims.pairing import shared_lr_differences
 from ffnbench.claims.runs import Run, Setting, describe_setting, group_by, outcomes_by_seed
 from ffnbench.lr_protocol import NOT_BRACKETED, best_lr, bracketing, median_losses
 from ffnbench.report.comparisons import variant_order
+from ffnbench.stats.intervals import Paired
 from ffnbench.tables import MISSING, markdown_table
 
 ALL_PAIRS_UP_TO = 4  # variants in a family up to which every pair is shown; beyond, the first against each other
@@ -111,7 +111,7 @@ def _bracketed_cell(runs: list[Run], lr: float | None) -> str:
     return "yes" if side is None else "no " + side.removeprefix(NOT_BRACKETED).strip()
 
 
-def _difference_cell(d: stats.Paired | None) -> str:
+def _difference_cell(d: Paired | None) -> str:
     if d is None or d.mean is None:
         return MISSING
     if not d.has_ci:  # one seed, or the same difference at every seed: no estimate of the noise

@@ -7,9 +7,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 
-from ffnbench import stats
 from ffnbench.claims import ClaimResult, Run
 from ffnbench.claims.pairing import CROSS_MACHINE_NATS
+from ffnbench.stats.multiplicity import MULTIPLICITY
 
 COMPUTE_OPTIMAL_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022 ("Chinchilla"): about 20 training tokens per parameter
 LR_PROTOCOL = "lr protocol: "  # how a claim's evidence lines record the lr protocol of a comparison
@@ -104,7 +104,7 @@ def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
              "an interval that lies strictly on one side of a threshold decides, one that contains it is "
              "inconclusive. A claim made of parts is their conjunction.",
              noise_line(runs),
-             f"- **Multiplicity:** {stats.MULTIPLICITY}: a part's decision stands only if it survives Holm's "
+             f"- **Multiplicity:** {MULTIPLICITY}: a part's decision stands only if it survives Holm's "
              "step-down procedure over the parts that carry a p-value (exact and analytic parts are not corrected).",
              "- **Learning rate (protocol per verdict):** " + ("; ".join(protocols) or "no trained claim") + ". "
              "A tuned lr is the one with the lowest median final loss over its tuning seeds, a diverged seed counting "

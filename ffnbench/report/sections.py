@@ -10,7 +10,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ffnbench import stats
 from ffnbench.claims import (
     ClaimResult,
     Run,
@@ -29,6 +28,8 @@ from ffnbench.report.load import RESULTS_FILE, Loaded, Unused, first_line
 from ffnbench.report.lrgrid import lrgrid_section
 from ffnbench.report.lrs import lr_section
 from ffnbench.report.method import method_section
+from ffnbench.stats.intervals import Paired
+from ffnbench.stats.power import SEEDS_CAP, minimal_detectable_effect, seeds_for_halfwidth, seeds_needed
 from ffnbench.tables import fmt, markdown_table
 
 RESOLVE_EFFECT = 0.01  # nats: the difference the "seeds needed" column is sized for
@@ -87,7 +88,7 @@ PAIRED_HEADER = ["variant", "Δ loss (nats)", "95% CI", "± (half-width)", "p", 
                  f"seeds for ±{TARGET_HALFWIDTH:g}"]
 
 
-def paired_rows(variants: dict[str, list[Run]], ref: str) -> tuple[list[list[Any]], list[stats.Paired]]:
+def paired_rows(variants: dict[str, list[Run]], ref: str) -> tuple[list[list[Any]], list[Paired]]:
     """Each variant against the reference, paired by seed with the claims' noise model (pairing.paired_difference:
     the seed × validation-window bootstrap where recorded; Welch where no seed is shared): rows and differences."""
     rows, diffs = [], []
@@ -97,9 +98,9 @@ def paired_rows(variants: dict[str, list[Run]], ref: str) -> tuple[list[list[Any
         d, _ = paired_difference(variants[ref], runs)
         diffs.append(d)
         seeded = d.std is not None and d.method != "welch"
-        mde = stats.minimal_detectable_effect(d.std, d.n) if seeded else None
-        need = stats.seeds_needed(d.std, RESOLVE_EFFECT) if seeded else None
-        narrow = stats.seeds_for_halfwidth(d.std, TARGET_HALFWIDTH) if seeded else None
+        mde = minimal_detectable_effect(d.std, d.n) if seeded else None
+        need = seeds_needed(d.std, RESOLVE_EFFECT) if seeded else None
+        narrow = seeds_for_halfwidth(d.std, TARGET_HALFWIDTH) if seeded else None
         rows.append([label, fmt(d.mean, "+.4f"), fmt_ci(d, signed=True),
                      fmt((d.ci_high - d.ci_low) / 2 if d.has_ci else None, ".4f"),
                      fmt_p(d.p_value), f"{d.n}{' (Welch)' if d.method == 'welch' else ''}",
@@ -108,7 +109,7 @@ def paired_rows(variants: dict[str, list[Run]], ref: str) -> tuple[list[list[Any
     return rows, diffs
 
 
-def power_line(diffs: list[stats.Paired]) -> str:
+def power_line(diffs: list[Paired]) -> str:
     """The seed-to-seed noise of paired differences in this comparison, and what it lets us resolve."""
     usable = [d for d in diffs if d.method != "welch" and d.std is not None and d.n >= 2]
     if not usable:
@@ -117,11 +118,11 @@ def power_line(diffs: list[stats.Paired]) -> str:
     dof = sum(d.n - 1 for d in usable)
     sd = math.sqrt(sum((d.n - 1) * d.std**2 for d in usable) / dof)  # pooled over the comparisons
     n = min(d.n for d in usable)
-    mde = stats.minimal_detectable_effect(sd, n)
-    need = stats.seeds_needed(sd, RESOLVE_EFFECT)
+    mde = minimal_detectable_effect(sd, n)
+    need = seeds_needed(sd, RESOLVE_EFFECT)
     return (f"Minimal detectable effect (paired t-test, α = 0.05, power 0.8) at the pooled SD of the per-seed "
             f"differences, {sd:.4f} nats, with n = {n} seeds: **{mde:.4f} nats**. Seeds needed to resolve "
-            f"{RESOLVE_EFFECT:g} nats: **{need}**" + (f" (capped at {stats.SEEDS_CAP})" if need.capped else "") + ".")
+            f"{RESOLVE_EFFECT:g} nats: **{need}**" + (f" (capped at {SEEDS_CAP})" if need.capped else "") + ".")
 
 
 def setting_title(setting: tuple, lr: float | None) -> str:

@@ -11,8 +11,8 @@ without it (`python -m ffnbench.train -m experiment=...`) the grids are expanded
 comes from tuning runs (`optim.lr=tuned`) is left to `make sweep`, which can resolve it.
 
 GridSweeper lives here because Hydra instantiates sweepers from the `hydra_plugins` namespace alone
-(conf/hydra/sweeper/ffnbench.yaml). `make sweep`'s planner (ffnbench.sweep) expands the grids with the same
-`expand_grids`, so its dry run lists exactly the runs Hydra will launch."""
+(conf/hydra/sweeper/ffnbench.yaml). `make sweep`'s planner (ffnbench.sweep.planning) expands the grids with the
+same `expand_grids`, so its dry run lists exactly the runs Hydra will launch."""
 
 from __future__ import annotations
 

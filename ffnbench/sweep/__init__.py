@@ -1,0 +1,17 @@
+"""`make sweep [EXP=quick] [LAUNCHER=...] [ARGS="..."]` → `python -m ffnbench.sweep EXP [--launcher L] -- ARGS`.
+
+Plans the sweep before running it (every run's directory and what will happen to it: skipped because
+finished, resumed from its checkpoint, started, or left to the process that is training it now), refuses what
+would waste or lose work, runs the grid
+through Hydra's multirun (`python -m ffnbench.train -m experiment=EXP ...`) with the chosen launcher,
+prints the outcome, and writes the report. Planning imports neither Lightning nor the training code
+(ffnbench.rundir makes the run's own decision), so `--dry-run` answers at once.
+
+Modules:
+    planning.py   every run of a sweep and what will happen to it (tuned lrs, bracketing), and the checks that
+                  refuse a plan before any work
+    launchers.py  the Hydra launchers: their overrides, whether the runs train on a CPU, submitit's local GPUs
+    restore.py    a published results.jsonl put back into a sweep's run directories (--restore)
+    outcome.py    the table of what each run's result says after the sweep
+    cli.py        the command line: the rounds of training (each a Hydra multirun), the manifest, the report
+"""

@@ -1,0 +1,153 @@
+"""`make sweep [EXP=quick] [LAUNCHER=...] [ARGS="..."]` → `python -m ffnbench.sweep EXP [--launcher L] -- ARGS`.
+
+The command line of ffnbench.sweep (the first paragraph above is its --help description): plans the sweep
+(ffnbench.sweep.planning), after putting published runs back with `--restore`; refuses a plan that would waste
+or lose work; then trains in rounds, each a Hydra multirun (`python -m ffnbench.train -m experiment=EXP ...`)
+over the runs that can start now, until a round has nothing to train; writes the sweep's manifest, prints the
+outcome and writes the report. Exit status 1 when a run is not done."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from ffnbench.cli import user_errors_exit
+from ffnbench.errors import ConfigError
+from ffnbench.progress import SWEEP_ENV, estimate
+from ffnbench.records import SWEEP_MANIFEST, write_json_atomic
+from ffnbench.result import FINAL_STATUSES
+from ffnbench.sweep.launchers import LAUNCHERS, launcher_overrides
+from ffnbench.sweep.outcome import print_outcome
+from ffnbench.sweep.planning import MAX_CPU_RUNS, PlannedRun, check_plan, experiments, plan, sweep_config
+from ffnbench.sweep.restore import restore
+
+MAX_ROUNDS = 64  # rounds of training a sweep plans at most: tuning, each grid extension, judging (a guard only)
+
+
+def parse_grids(text: str | None) -> list[int] | None:
+    """`--grids 0-2,5` → [0, 1, 2, 5]; None for all of them."""
+    if not text:
+        return None
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            low, _, high = part.strip().partition("-")
+            span = range(int(low), int(high or low) + 1)
+            if not span:
+                raise ValueError
+            out += span
+    except ValueError:
+        raise ConfigError(f"--grids {text}: expected grid indices like 0-2,5, each range ascending (the preset's top "
+                          "comment lists them)") from None
+    return out
+
+
+def _launch(command: list[str], todo: list[PlannedRun], sweep_dir: Path, console: Console) -> None:
+    """Hydra's multirun over exactly the planned jobs (the sweeper's jobs_file), through the chosen launcher."""
+    jobs_file = sweep_dir / f".jobs-{os.getpid()}.json"
+    write_json_atomic(jobs_file, [r.overrides for r in todo])
+    try:
+        proc = subprocess.run([*command, f"hydra.sweeper.jobs_file={jobs_file.resolve()}"],
+                              env={**os.environ, SWEEP_ENV: str(sweep_dir)})  # each run prints the progress line
+    finally:
+        jobs_file.unlink(missing_ok=True)
+    if proc.returncode != 0:
+        console.print(f"[red]the sweep's training process exited with status {proc.returncode}[/red]")
+
+
+@user_errors_exit
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="ffnbench sweep", description=__doc__.split("\n\n")[0])
+    parser.add_argument("experiment", nargs="?", default="quick", help=f"one of: {', '.join(experiments())}")
+    parser.add_argument("--launcher", default=os.environ.get("LAUNCHER") or None, help=", ".join(LAUNCHERS))
+    parser.add_argument("--dry-run", action="store_true", help="list the runs and what would happen to each")
+    parser.add_argument("--confirm", action="store_true", default=os.environ.get("CONFIRM") == "1",
+                        help=f"allow more than {MAX_CPU_RUNS} runs on a CPU (also CONFIRM=1)")
+    parser.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    parser.add_argument("--grids", default=None,
+                        help="only these of the preset's grids, e.g. 0-2,5 (an arm of a campaign; the same runs)")
+    parser.add_argument("--restore", type=Path, default=None, metavar="RESULTS_JSONL",
+                        help="first put the finished runs of a published results.jsonl back in the sweep's run "
+                             "directories (where none is there), so they plan as done: a campaign resumed elsewhere")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (after --)")
+    ns = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
+    console = Console(width=140)
+    started = time.time()
+
+    composed: dict = {}  # the jobs' Hydra compositions, reused when later rounds are planned
+    only = parse_grids(ns.grids)
+    if ns.restore is not None:
+        sweep_dir = Path(sweep_config(ns.experiment, ns.launcher, ns.overrides).hydra.sweep.dir)
+        console.print(f"restored {restore(ns.restore, sweep_dir)} finished runs from {ns.restore} into {sweep_dir}")
+    runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
+    counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict", "wait", "running")}
+    running = f", {counts['running']} running elsewhere (not started again)" if counts["running"] else ""
+    console.print(f"[bold]{ns.experiment}[/bold]: {len(runs)} runs: {counts['skip']} skipped (already done), "
+                  f"{counts['resume']} resumed, {counts['start']} started{running}"
+                  + (f", {counts['wait']} after the lr-tuning stage" if counts["wait"] else ""))
+    if ns.dry_run:
+        for r in runs:
+            console.print(f"  {r.action:<8} {r.run_dir}  {' '.join(r.overrides)}  {r.note}")
+        return
+    check_plan(runs, sweep_cfg, ns.launcher, ns.confirm)
+
+    sweep_dir = Path(sweep_cfg.hydra.sweep.dir)
+    command = [sys.executable, "-m", "ffnbench.train", "-m", f"experiment={ns.experiment}",
+               *launcher_overrides(ns.launcher), *ns.overrides]
+    manifest = {
+        "experiment": ns.experiment,
+        "command": " ".join(["make sweep", f"EXP={ns.experiment}"]
+                            + ([f"LAUNCHER={ns.launcher}"] if ns.launcher else [])
+                            + ([f'ARGS="{" ".join(ns.overrides)}"'] if ns.overrides else [])),
+        "train_command": " ".join(command[1:]),
+        "runs": [str(r.run_dir) for r in runs],
+        "flops": [r.flops for r in runs],
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    write_json_atomic(sweep_dir / SWEEP_MANIFEST, manifest)
+    console.print(estimate([(r.run_dir, r.flops) for r in runs]).line())
+    launched = False
+    # Round 1 trains what can start now (the tuning runs, and judged runs at a fixed lr); each later round, the runs
+    # the finished ones unlocked: grid extensions that bracket an optimum (lr_protocol), then the judged runs at
+    # their tuned lrs. It ends when a round has nothing to train.
+    tried: set[Path] = set()
+    for round_ in range(1, MAX_ROUNDS + 1):
+        # a run launched in an earlier round and not finished (it failed) is not retried again here: rerun the sweep
+        todo = [r for r in runs if r.action in ("start", "resume") and r.run_dir not in tried]
+        if not todo:
+            break
+        tried |= {r.run_dir for r in todo}
+        launched = True
+        if round_ > 1:
+            tuned = sum(r.tuned for r in todo)
+            console.print(f"lr-tuning round {round_ - 1} done: {tuned} runs at their tuned lrs, "
+                          f"{len(todo) - tuned} tuning runs or retries")
+        _launch(command, todo, sweep_dir, console)
+        if not any(r.action == "wait" for r in runs):
+            break
+        runs, _ = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
+        check_plan(runs, sweep_cfg, ns.launcher, ns.confirm)  # later rounds' runs get the first round's checks
+        write_json_atomic(sweep_dir / SWEEP_MANIFEST, {**manifest, "runs": [str(r.run_dir) for r in runs],
+                                                       "flops": [r.flops for r in runs]})
+    elsewhere = [r for r in runs if r.action == "running"]
+    if elsewhere:
+        console.print(f"not started: {len(elsewhere)} runs are training elsewhere")
+        for r in elsewhere:
+            console.print(f"  running {r.note}: {r.run_dir}")
+    if not launched and not elsewhere:
+        console.print("nothing to train: every run is already done")
+    statuses = print_outcome(runs, console)
+    console.print(f"sweep wall time: {time.time() - started:.0f} s")
+    if not ns.no_report:
+        from ffnbench.report import write_report
+
+        report = write_report(sweep_dir)
+        console.print(f"report: {report}")
+    if any(s not in FINAL_STATUSES for s in statuses):
+        sys.exit(1)

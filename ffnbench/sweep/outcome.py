@@ -1,0 +1,40 @@
+"""What a sweep's runs say once it ends: a table of each run's result, and the runs counted by status."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from ffnbench.records import CorruptRecord
+from ffnbench.result import RunResult
+from ffnbench.rundir import lock_holder
+from ffnbench.sweep.planning import PlannedRun
+
+
+def print_outcome(runs: list[PlannedRun], console: Console) -> dict[str, int]:
+    """A table of what each run's result.json says now, and the runs counted by status (returned)."""
+    table = Table(title="sweep summary")
+    for col in ("run", "was", "status", "val loss", "tokens", "wall s"):
+        table.add_column(col, justify="left" if col in ("run", "was", "status") else "right")
+    counts: dict[str, int] = {}
+    tokens = wall = 0.0
+    for r in runs:
+        try:
+            result = RunResult.read(r.run_dir)
+            status = result.status if result else "missing"
+        except CorruptRecord:
+            result, status = None, "corrupt"
+        if lock_holder(r.run_dir) is not None:  # another launch trains it now
+            status = "running"
+        counts[status] = counts.get(status, 0) + 1
+        loss = result.metrics.get("final_val_loss") if result else None
+        run_tokens = (result.tokens if result else None) or 0
+        run_wall = (result.wall_time_s if result else None) or 0
+        tokens += run_tokens
+        wall += run_wall
+        table.add_row(r.run_dir.name, r.action, status, f"{loss:.4f}" if loss is not None else "-",
+                      f"{run_tokens:,}", f"{run_wall:.0f}")
+    console.print(table)
+    console.print("runs by status: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+                  + f"; {tokens:,.0f} tokens; {wall:.0f} s of training wall time")
+    return counts

@@ -1,0 +1,199 @@
+"""Every run of a sweep, its directory, and what rerunning it would do (skip, resume, start, wait for its
+tuning runs, ...), composed exactly as Hydra's multirun composes it; and the checks that refuse a plan that
+would waste or lose work, before any run starts. Imports neither Lightning nor the training code."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf, open_dict
+
+from ffnbench.config import CONF_DIR, HARDWARE_KEYS, compose, compose_many, to_container, trainer_config, with_hardware
+from ffnbench.errors import ConfigError, RunDirError
+from ffnbench.hardware import planned_hardware
+from ffnbench.lr_protocol import check_protocols
+from ffnbench.progress import planned_flops
+from ffnbench.rundir import lock_holder, plan_run
+from ffnbench.sweep.launchers import check_local_gpus, launcher_overrides, trains_on_cpu
+from ffnbench.tuning import TUNED, TuningRun, check_tuning, choose_lr, extension, is_tuning, tuning_group, with_lr
+from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
+
+MAX_CPU_RUNS = 30  # more runs than this on a CPU needs CONFIRM=1: hours of work deserve a second look
+
+
+def experiments() -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def check_experiment(name: str) -> None:
+    if name not in experiments():
+        raise ConfigError(f"EXP={name}: no such experiment; known experiments: {', '.join(experiments())}")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    overrides: list[str]
+    run_dir: Path
+    # skip | resume | start | conflict | wait (for the tuning runs that choose its lr) | blocked (they cannot: all
+    # diverged) | running (another process trains it now: not started again)
+    action: str
+    note: str = ""
+    flops: float | None = None  # the training FLOPs its config asks for (progress.planned_flops)
+    tuned: bool = False  # its lr is the one its tuning runs chose (optim.lr=tuned)
+
+
+def _is_sweep(override: str) -> bool:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_override(override).is_sweep_override()
+
+
+def sweep_config(experiment: str, launcher: str | None, args: list[str]):
+    """The sweep's own composed config (its directory, sweeper and launcher), without its jobs."""
+    check_experiment(experiment)
+    base = [f"experiment={experiment}", *launcher_overrides(launcher)]
+    return compose([*base, *(a for a in args if not _is_sweep(a))], return_hydra_config=True)
+
+
+def plan(experiment: str, launcher: str | None, args: list[str],
+         composed_cache: dict | None = None, only_grids: list[int] | None = None) -> tuple[list[PlannedRun], dict]:
+    """Every run of the sweep, its directory, and what rerunning it would do. Composes exactly what
+    `python -m ffnbench.train -m experiment=EXP <args>` composes, job by job; a job whose lr comes from its
+    tuning runs (`optim.lr: tuned`, see ffnbench.tuning) gets the lr they chose, or waits for them.
+    `composed_cache`: kept by a caller that plans again (after the tuning stage), so no job is composed twice."""
+    sweep_cfg = sweep_config(experiment, launcher, args)
+    launcher_args = launcher_overrides(launcher)
+    sweeper = sweep_cfg.hydra.sweeper
+    params = OmegaConf.to_container(sweeper.params) if sweeper.get("params") else None
+    grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
+    if only_grids is not None:  # a part of the preset (an arm of a campaign): the same runs, fewer of them
+        bad = [i for i in only_grids if not grids or not 0 <= i < len(grids)]
+        if bad:
+            raise ConfigError(f"--grids: EXP={experiment} has {len(grids or [])} grids (0-{len(grids or []) - 1}); "
+                              f"there is no grid {bad[0]}")
+        grids = [grids[i] for i in only_grids]
+    jobs = expand_grids(params, grids, [f"experiment={experiment}", *args])
+    here = launcher != "submitit_slurm"  # where the runs resolve their device and precision: here, or a SLURM node
+    composed = _compose_jobs(jobs, launcher_args, here, composed_cache)
+    tuning_runs = [TuningRun(config, run_dir) for _, run_dir, config, _ in composed if is_tuning(config)]
+    check_tuning([(config, run_dir.name) for _, run_dir, config, _ in composed if not is_tuning(config)],
+                 tuning_runs)
+    composed += _bracket(composed, tuning_runs, launcher_args, here, composed_cache)
+    runs: list[PlannedRun | None] = []
+    resolved: dict[int, list[str]] = {}  # position in `runs` → the job with its chosen lr
+    for job, run_dir, config, undecided in composed:
+        if config["optim"]["lr"] != TUNED:
+            runs.append(_classify(job, run_dir, config, undecided))
+            continue
+        choice = choose_lr(config, tuning_runs)
+        if choice.lr is None:
+            runs.append(PlannedRun(job, run_dir, "blocked" if choice.blocked else "wait", f"lr: {choice.describe()}",
+                                   planned_flops(config)))
+        else:
+            resolved[len(runs)] = with_lr(job, choice.lr)
+            runs.append(None)
+    for i, (job, run_dir, config, undecided) in zip(resolved, _compose_jobs(list(resolved.values()), launcher_args,
+                                                                            here, composed_cache)):
+        runs[i] = dataclasses.replace(_classify(job, run_dir, config, undecided), tuned=True)
+    unique: dict[Path, PlannedRun] = {}  # a tuned job may be a run a grid names too (the same lr): it runs once
+    for r in runs:
+        if r is not None:
+            unique.setdefault(r.run_dir, r)
+    return list(unique.values()), sweep_cfg
+
+
+def _bracket(composed: list, tuning_runs: list[TuningRun], launcher_args: list[str], here: bool,
+             cache: dict | None) -> list[tuple[list[str], Path, dict, list[str]]]:
+    """The tuning jobs that bracketing adds (ffnbench.tuning.extension), composed, and added to `tuning_runs`:
+    each round extends every grid whose choice sits at an edge by one step, until no choice moves (its new runs
+    have no outcome yet, or the optimum is bracketed, or the cap is reached). A function of the finished runs, so
+    planning again asks for the same runs."""
+    jobs = {run_dir: job for job, run_dir, config, _ in composed if is_tuning(config)}
+    judged = [config for _, _, config, _ in composed if not is_tuning(config) and config["optim"]["lr"] == TUNED]
+    steps: dict[frozenset, int] = {}  # tuning group → the steps its grid was extended by
+    added: list[tuple[list[str], Path, dict, list[str]]] = []
+    while True:
+        new_jobs = []
+        asked: set[frozenset] = set()  # a group's judged seeds share its choice: ask it once a round
+        for config in judged:
+            group = tuning_group(config, tuning_runs)
+            if not group or group[0].key in asked:
+                continue
+            asked.add(group[0].key)
+            extra = [job for job in extension(config, tuning_runs, jobs, steps.get(group[0].key, 0))
+                     if job not in jobs.values()]
+            if extra:
+                new_jobs.append((group[0].key, extra))
+        if not new_jobs:
+            return added
+        for key, extra in new_jobs:
+            steps[key] = steps.get(key, 0) + 1
+            for job, run_dir, config, undecided in _compose_jobs(extra, launcher_args, here, cache):
+                jobs[run_dir] = job
+                tuning_runs.append(TuningRun(config, run_dir))
+                added.append((job, run_dir, config, undecided))
+
+
+def _compose_jobs(jobs: list[list[str]], launcher_args: list[str], here: bool,
+                  cache: dict | None = None) -> list[tuple[list[str], Path, dict, list[str]]]:
+    """(job, run directory, config, undecided keys) for each job, composed as Hydra's multirun composes it, with
+    the device and precision the run will resolve (`here`: on this machine; else on a node, so the keys only it
+    can decide are left undecided)."""
+    out = []
+    for job, cfg in zip(jobs, compose_many([[*job, *launcher_args] for job in jobs], return_hydra_config=True,
+                                                 cache=cache)):
+        run_dir = Path(cfg.hydra.sweep.dir) / str(cfg.hydra.sweep.subdir)
+        with open_dict(cfg):
+            del cfg["hydra"]  # runtime-only keys (output_dir) cannot be resolved outside a running job
+        config = to_container(cfg)
+        check_protocols(config)
+        hardware = planned_hardware(trainer_config(config["trainer"]), here)
+        undecided = [key for key, value in zip(HARDWARE_KEYS, hardware) if value is None]
+        out.append((job, run_dir, with_hardware(config, *hardware), undecided))
+    return out
+
+
+def _classify(job: list[str], run_dir: Path, config: dict, undecided: list[str]) -> PlannedRun:
+    """What the run will do with its directory: the run's own decision (rundir.plan_run), made ahead of time,
+    with the device and precision it will resolve to where they can be known here (`undecided`: those that
+    cannot). A run that another process trains now is left to it."""
+    holder = lock_holder(run_dir)
+    if holder is not None:
+        return PlannedRun(job, run_dir, "running", str(holder))
+    try:
+        run = plan_run(run_dir, config, undecided)
+    except RunDirError as e:
+        return PlannedRun(job, run_dir, "conflict", str(e))
+    status = run.previous.status if run.previous else ""
+    flops = planned_flops(config)
+    if run.action == "skip":
+        return PlannedRun(job, run_dir, "skip", status, flops)
+    if run.action == "resume":
+        return PlannedRun(job, run_dir, "resume", f"from step {run.resumed_from}", flops)
+    return PlannedRun(job, run_dir, "start", status, flops)
+
+
+def check_plan(runs: list[PlannedRun], sweep_cfg, launcher: str | None, confirmed: bool) -> None:
+    conflicts = [r for r in runs if r.action == "conflict"]
+    if conflicts:
+        shown = "\n  ".join(r.note for r in conflicts[:5])  # each note names its directory
+        raise ConfigError(
+            f"{len(conflicts)} run director{'y' if len(conflicts) == 1 else 'ies'} of this sweep hold runs of a "
+            f"different config and would not be reused:\n  {shown}\n"
+            "Give this sweep its own place (ARGS=\"runs_root=... \" or name=...) or delete those directories."
+        )
+    todo = sum(r.action in ("start", "resume") for r in runs)
+    on_cpu = trains_on_cpu(sweep_cfg, launcher)
+    check_local_gpus(launcher)
+    if todo > MAX_CPU_RUNS and on_cpu and not confirmed:
+        raise ConfigError(
+            f"this sweep would train {todo} runs on the CPU (more than {MAX_CPU_RUNS}); that takes hours. "
+            "Set CONFIRM=1 to go ahead, or shrink it (a smaller EXP, or ARGS with fewer seeds / a smaller model)"
+        )
+    if launcher == "submitit_slurm" and not sweep_cfg.slurm.get("partition"):
+        raise ConfigError(
+            "LAUNCHER=submitit_slurm needs SLURM settings: set slurm.partition (and slurm.timeout_min, "
+            "slurm.cpus_per_task, ...) in conf/local/default.yaml (copy conf/local/example.yaml) or in ARGS"
+        )

@@ -1,0 +1,83 @@
+"""ffnbench.stats.bootstrap: the hierarchical bootstrap over seeds and validation windows, against the
+t interval over the seed means it may only widen."""
+
+import math
+
+import numpy as np
+import pytest
+
+from ffnbench.stats.bootstrap import hierarchical_bootstrap
+from ffnbench.stats.intervals import one_sample
+from ffnbench.stats.verdicts import INCONCLUSIVE, NO_SPREAD, ONE_SEED, SUPPORTED, Verdict, verdict_below, verdict_better
+
+
+def test_bootstrap_without_any_noise_has_no_interval():
+    p = hierarchical_bootstrap({0: [0.1, 0.1, 0.1], 1: [0.1, 0.1, 0.1], 2: [0.1] * 3})
+    assert (p.method, p.n, p.mean, p.has_ci, p.p_value) == ("bootstrap", 3, pytest.approx(0.1), False, None)
+    assert verdict_better(p) == Verdict(INCONCLUSIVE, NO_SPREAD)
+    one = hierarchical_bootstrap({0: [0.1, 0.3, -0.2, 0.5]})  # one seed, many windows: still no interval
+    assert (one.n, one.mean, one.has_ci) == (1, pytest.approx(0.175), False)
+    assert verdict_better(one).reason == ONE_SEED
+
+
+def test_window_noise_widens_the_interval_beyond_the_t_interval_over_seed_means():
+    seed_means = {0: 0.050, 1: 0.052, 2: 0.049, 3: 0.051, 4: 0.050}
+    noise = [0.3, -0.3, 0.2, -0.2, 0.1, -0.1, 0.0, 0.0]  # mean 0: each seed's window mean is exactly its target
+    windows = {s: [m + e for e in noise] for s, m in seed_means.items()}
+    seeds_only = one_sample(seed_means)
+    both = hierarchical_bootstrap(windows, seed=1)
+    assert both.mean == pytest.approx(seeds_only.mean)
+    assert verdict_better(seeds_only).verdict == SUPPORTED  # the seeds alone look decisive
+    assert both.ci_high - both.ci_low > 5 * (seeds_only.ci_high - seeds_only.ci_low)
+    verdict = verdict_better(both)
+    assert verdict.verdict == INCONCLUSIVE and verdict.p_value > 0.025
+
+
+def test_bootstrap_with_one_window_per_seed_is_a_seed_bootstrap_widened_to_the_t_interval():
+    """One window per seed leaves only seed noise: the replicates are a plain seed bootstrap, and with five
+    seeds its percentile interval is narrower than the t interval over the seeds, which is then returned."""
+    values = [0.10, 0.12, 0.11, 0.09, 0.13]
+    p = hierarchical_bootstrap({s: [v] for s, v in enumerate(values)}, n_boot=500, seed=3)
+    pick = np.random.default_rng(3).integers(0, 5, size=(500, 5))
+    boot = np.sort(np.asarray(values)[pick].mean(axis=1))
+    low, high = np.quantile(boot, [0.025, 0.975], method="inverted_cdf")
+    t = one_sample(dict(enumerate(values)))
+    assert t.ci_high - t.ci_low > high - low
+    assert (p.ci_low, p.ci_high, p.p_value) == (t.ci_low, t.ci_high, t.p_value) and p.method == "bootstrap"
+    assert p.std == pytest.approx(np.std(values, ddof=1))
+    assert verdict_better(p).verdict == SUPPORTED
+
+
+def test_bootstrap_is_reproducible_for_a_seed():
+    rng = np.random.default_rng(7)
+    shared = rng.normal(0.0, 0.2, size=16)  # a strong shared window effect: the bootstrap is the wider interval
+    windows = {s: list(0.01 + shared + rng.normal(0, 0.01, size=16)) for s in range(8)}
+    first, again = hierarchical_bootstrap(windows, seed=5), hierarchical_bootstrap(windows, seed=5)
+    assert first == again and first.boot == again.boot
+    assert hierarchical_bootstrap(windows, seed=6).ci_low != first.ci_low
+    with pytest.raises(ValueError, match="seed 2 has no window differences"):
+        hierarchical_bootstrap({0: [0.1], 2: []})
+
+
+def test_bootstrap_with_two_seeds_is_never_narrower_than_the_t_interval_over_seed_means():
+    """Two seeds give a percentile bootstrap only three seed resamples: about [smaller mean, larger mean]. The
+    t interval at n = 2 is mean ± 12.7·se; the bootstrap adds window noise and may not narrow that."""
+    rng = np.random.default_rng(0)
+    diffs = {0: 0.000 + rng.normal(0, 0.02, 2000), 1: 0.012 + rng.normal(0, 0.02, 2000)}
+    boot = hierarchical_bootstrap(diffs)
+    t = one_sample({s: float(np.mean(w)) for s, w in diffs.items()})
+    assert boot.ci_low <= t.ci_low and boot.ci_high >= t.ci_high
+    assert verdict_below(boot, 0.015).verdict == INCONCLUSIVE  # a 0.015 margin is not shown by 2 seeds
+
+
+def test_bootstrap_draws_the_same_windows_for_every_seed():
+    """Every run is scored on the same windows: a window's shared effect must stay in the interval (drawing
+    windows independently per seed would average it away by a factor of √n_seeds)."""
+    rng = np.random.default_rng(0)
+    shared = rng.normal(0, 0.3, 1000)
+    shared -= shared.mean()
+    diffs = {s: m + shared + rng.normal(0, 0.01, 1000) for s, m in zip(range(3), (0.0025, 0.003, 0.0035))}
+    boot = hierarchical_bootstrap(diffs)
+    window_se = float(np.std(shared, ddof=1) / math.sqrt(1000))  # the shared windows' own sampling error
+    assert boot.ci_high - boot.ci_low > 3.0 * window_se  # ≈ 2·1.96·se when the shared effect is kept
+    assert verdict_below(boot, 0.015).verdict == INCONCLUSIVE
