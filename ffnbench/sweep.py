@@ -27,12 +27,12 @@ from rich.table import Table
 from ffnbench.cli import user_errors_exit
 from ffnbench.config import CONF_DIR, HARDWARE_KEYS, compose, compose_many, to_container, trainer_config, with_hardware
 from ffnbench.errors import ConfigError, RunDirError
+from ffnbench.fileio import CorruptRecord, write_json_atomic
 from ffnbench.hardware import planned_hardware, resolve_accelerator
 from ffnbench.lr_protocol import check_protocols
 from ffnbench.progress import SWEEP_ENV, estimate, planned_flops
-from ffnbench.records import SWEEP_MANIFEST, CorruptRecord, write_json_atomic
 from ffnbench.result import FINAL_STATUSES, RunResult
-from ffnbench.rundir import lock_holder, plan_run
+from ffnbench.rundir import RUN_CONFIG_FILE, SWEEP_MANIFEST, lock_holder, plan_run
 from ffnbench.tuning import TUNED, TuningRun, check_tuning, choose_lr, extension, is_tuning, tuning_group, with_lr
 from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
@@ -240,7 +240,6 @@ def restore(results: Path, sweep_dir: Path) -> int:
     with its run_config.json, where the directory holds no result yet: the planner then skips those runs (and
     refuses any whose config differs from what the preset composes now, as for any run directory). The number
     written. A record's checkpoint is not published, so an unfinished one is not restored: it reruns."""
-    from ffnbench.records import RUN_CONFIG_FILE
 
     if not results.is_file():
         raise ConfigError(f"--restore {results}: no such file; give a published results.jsonl "

@@ -38,6 +38,7 @@ from ffnbench.config import (
 from ffnbench.data import LMDataModule, check_windows
 from ffnbench.errors import ConfigError, FFNBenchError
 from ffnbench.ffn import size_ffn
+from ffnbench.fileio import write_json_atomic
 from ffnbench.hardware import (
     Hardware,
     claim_devices,
@@ -51,9 +52,16 @@ from ffnbench.lr_protocol import check_protocols
 from ffnbench.model import ModelConfig
 from ffnbench.module import LMModule
 from ffnbench.progress import progress_line
-from ffnbench.records import RUN_CONFIG_FILE, write_json_atomic
 from ffnbench.result import RESULT_FILE, RunResult
-from ffnbench.rundir import RunLock, RunPlan, last_checkpoint, plan_run, remove_failed_start, resolve_run_dir
+from ffnbench.rundir import (
+    RUN_CONFIG_FILE,
+    RunLock,
+    RunPlan,
+    last_checkpoint,
+    plan_run,
+    remove_failed_start,
+    resolve_run_dir,
+)
 from ffnbench.throughput import ThroughputMonitor, peak_flops
 from ffnbench.tokenizer import vocab_size_for
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from ffnbench.ffn import FFNSpec
+from ffnbench.fileio import CorruptRecord
 from ffnbench.hardware import Hardware
 from ffnbench.model import ModelConfig
-from ffnbench.records import CorruptRecord
 from ffnbench.result import RESULT_FILE, SCHEMA, RunResult
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "experiments" / "cpu-quick" / "results.jsonl"

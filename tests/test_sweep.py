@@ -18,8 +18,8 @@ from rich.console import Console
 from ffnbench import sweep
 from ffnbench.config import compose, to_container
 from ffnbench.errors import ConfigError
-from ffnbench.records import SWEEP_MANIFEST
 from ffnbench.result import RESULT_FILE
+from ffnbench.rundir import SWEEP_MANIFEST
 from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
 REPO = Path(__file__).resolve().parent.parent

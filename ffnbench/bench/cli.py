@@ -43,7 +43,7 @@ from ffnbench.bench.timing import LoadMeter, load_snapshot
 from ffnbench.cli import user_errors_exit
 from ffnbench.errors import ConfigError
 from ffnbench.hardware import resolve_accelerator, torch_device
-from ffnbench.records import git_revision
+from ffnbench.provenance import git_revision
 
 BENCHMARKS = {1: "overhead", 2: "mfu", 3: "variants", 4: "alignment", 5: "startup", 6: "parallel"}
 MEASURE: dict[str, Callable[[BenchSession], dict[str, Any]]] = {
@@ -75,11 +75,11 @@ def check_label(label: str) -> str:
 
 
 def machine(label: str, accelerator: str) -> dict[str, Any]:
-    """The `machine` block of every benchmark file: records.hardware, the label, and the software versions."""
-    from ffnbench.records import hardware, versions
+    """The `machine` block of every benchmark file: provenance.machine_record, the label, and the software versions."""
+    from ffnbench.provenance import machine_record, versions
 
     v = versions()
-    return {"label": label, **hardware(accelerator), "torch": v["torch"], "python": v["python"], "versions": v}
+    return {"label": label, **machine_record(accelerator), "torch": v["torch"], "python": v["python"], "versions": v}
 
 
 def _default_cache_dir() -> Path:
@@ -113,7 +113,7 @@ def _warn_if_busy() -> None:
 def run_benchmarks(session: BenchSession, names: list[str], header: dict[str, Any], out: Path) -> dict[str, dict]:
     """Run benchmarks `names` in `session`: print each one's table and write its record (`header` + what it
     measured + the load meanwhile) to <out>/<name>.json. Returns the records by benchmark name."""
-    from ffnbench.records import write_json_atomic
+    from ffnbench.fileio import write_json_atomic
 
     results = {}
     for name in names:
