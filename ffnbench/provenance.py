@@ -65,7 +65,7 @@ def machine_record(accelerator: str) -> dict[str, Any]:
         accelerator: the resolved accelerator, "cpu" or "gpu"."""
     import torch
 
-    from ffnbench.hardware import nvidia_driver_version
+    from ffnbench.placement import nvidia_driver_version
 
     info: dict[str, Any] = {
         "accelerator": accelerator,

@@ -21,8 +21,8 @@ from ffnbench.provenance import git_revision, machine_record, versions
 
 if TYPE_CHECKING:
     from ffnbench.ffn import FFNSize, FFNSpec
-    from ffnbench.hardware import Hardware
     from ffnbench.model import ModelConfig
+    from ffnbench.placement import DeviceSetup
 
 SCHEMA = 1  # bump when a field changes meaning; from_json refuses records from a newer ffnbench
 RESULT_FILE = "result.json"
@@ -115,8 +115,8 @@ class RunResult:
     @classmethod
     def from_training(cls, status: str, *, error: str | None, config: dict, run_dir: Path, model: ModelConfig,
                       history: Sequence[dict], last_train_loss: float | None, steps: int, tokens_per_step: int,
-                      total_steps: int, resumed_from: int | None, data: dict, throughput: dict, hw: Hardware,
-                      started: float, compile: dict | None = None,
+                      total_steps: int, resumed_from: int | None, data: dict, throughput: dict,
+                      device_setup: DeviceSetup, started: float, compile: dict | None = None,
                       train_history: Sequence[tuple[int, float]] = ()) -> RunResult:
         """The record of a training run (train.train), from what it measured.
 
@@ -134,7 +134,8 @@ class RunResult:
             resumed_from: the checkpoint's step when the run was resumed.
             data: the data module's `info`, with `val_bytes_per_token`.
             throughput: ThroughputMonitor.summary().
-            hw: the resolved hardware; started: time.time() when train() began.
+            device_setup: where the run trained (placement.resolve_device_setup).
+            started: time.time() when train() began.
             compile: what torch.compile did (compiling.CompileWatch.record).
             train_history: (step, training loss) at every logging step (LMModule.train_history).
         """
@@ -183,8 +184,8 @@ class RunResult:
             resumed_from_step=resumed_from,
             throughput=throughput,
             wall_time_s=time.time() - started,
-            hardware={**machine_record(hw.accelerator), "devices": hw.devices, "precision": hw.precision,
-                      "strategy": hw.strategy},
+            hardware={**machine_record(device_setup.accelerator), "devices": device_setup.devices,
+                      "precision": device_setup.precision, "strategy": device_setup.strategy},
             versions=versions(),
             git=git_revision(),
             finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),

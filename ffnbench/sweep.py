@@ -28,8 +28,8 @@ from ffnbench.cli import user_errors_exit
 from ffnbench.config import CONF_DIR, HARDWARE_KEYS, compose, compose_many, to_container, trainer_config, with_hardware
 from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.fileio import CorruptRecord, write_json_atomic
-from ffnbench.hardware import planned_hardware, resolve_accelerator
 from ffnbench.lr_protocol import check_protocols
+from ffnbench.placement import planned_device_setup, resolve_accelerator
 from ffnbench.progress import SWEEP_ENV, estimate, planned_flops
 from ffnbench.result import FINAL_STATUSES, RunResult
 from ffnbench.rundir import RUN_CONFIG_FILE, SWEEP_MANIFEST, lock_holder, plan_run
@@ -209,7 +209,7 @@ def _compose_jobs(jobs: list[list[str]], launcher_args: list[str], here: bool,
             del cfg["hydra"]  # runtime-only keys (output_dir) cannot be resolved outside a running job
         config = to_container(cfg)
         check_protocols(config)
-        hardware = planned_hardware(trainer_config(config["trainer"]), here)
+        hardware = planned_device_setup(trainer_config(config["trainer"]), here)
         undecided = [key for key, value in zip(HARDWARE_KEYS, hardware) if value is None]
         out.append((job, run_dir, with_hardware(config, *hardware), undecided))
     return out
@@ -287,7 +287,7 @@ def _check_local_gpus(launcher: str | None) -> None:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if launcher != "submitit_local" or not visible or not visible.strip():
         return
-    from ffnbench.hardware import visible_gpu_count
+    from ffnbench.placement import visible_gpu_count
 
     if [v.strip() for v in visible.split(",")] != [str(i) for i in range(visible_gpu_count())]:
         raise ConfigError(

@@ -42,7 +42,7 @@ from ffnbench.bench.session import BenchSession, sizes_for
 from ffnbench.bench.timing import LoadMeter, load_snapshot
 from ffnbench.cli import user_errors_exit
 from ffnbench.errors import ConfigError
-from ffnbench.hardware import resolve_accelerator, torch_device
+from ffnbench.placement import resolve_accelerator, torch_device
 from ffnbench.provenance import git_revision
 
 BENCHMARKS = {1: "overhead", 2: "mfu", 3: "variants", 4: "alignment", 5: "startup", 6: "parallel"}

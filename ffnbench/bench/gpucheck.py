@@ -36,7 +36,7 @@ from ffnbench.bench.session import BenchSession, Sizes, sizes_for
 from ffnbench.cli import user_errors_exit
 from ffnbench.config import TrainerConfig
 from ffnbench.errors import ConfigError
-from ffnbench.hardware import nvidia_driver_version, resolve_hardware, resolve_precision, why_no_cuda
+from ffnbench.placement import nvidia_driver_version, resolve_device_setup, resolve_precision, why_no_cuda
 from ffnbench.provenance import git_revision
 
 TIME_BUDGET_S = 480  # what the sizes below aim at on one datacenter GPU; the record says what it took
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     require_gpu()
     started = time.perf_counter()
-    resolve_hardware(TrainerConfig(accelerator="gpu", max_steps=1))  # a wheel without kernels for this GPU: exit 2
+    resolve_device_setup(TrainerConfig(accelerator="gpu", max_steps=1))  # a wheel without kernels for this GPU: exit 2
     torch.set_float32_matmul_precision("high")  # as train() does on a GPU
     label = args.label or gpu_label(torch.cuda.get_device_name(0))
     out = Path(args.out).expanduser() / label
