@@ -44,7 +44,8 @@ def ffn_record(spec: FFNSpec, size: FFNSize) -> dict[str, Any]:
 
 
 def model_record(mcfg: ModelConfig, name: str | None) -> dict[str, Any]:
-    """result.json's `model` block: the model's shape, and its name in the config (`model.name`)."""
+    """The keys of result.json's `model` block that every record has: the model's shape, and its name in the config
+    (`model.name`). A training run's record adds its init and fixed-budget keys (from_training)."""
     return {"name": name, "d_model": mcfg.d_model, "n_layer": mcfg.n_layer, "n_head": mcfg.n_head,
             "seq_len": mcfg.seq_len, "vocab_size": mcfg.vocab_size}
 
