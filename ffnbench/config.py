@@ -18,8 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ffnbench.errors import ConfigError, check_known_keys
 from ffnbench.ffn import FFNSpec, size_ffn
-from ffnbench.hardware import ACCELERATORS, PRECISION_ALIASES
 from ffnbench.model import COMPILE_MODES, ModelConfig
+from ffnbench.placement import ACCELERATORS, PRECISION_ALIASES
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 DEFAULT_BUDGET = 4.0  # the sizing a variant gets when neither ffn.width nor ffn.budget is given
@@ -92,7 +92,7 @@ def run_name(act, width, budget, bias, multiple_of, approximate, seed, override_
 
 def register_resolvers() -> None:
     if not OmegaConf.has_resolver("visible_gpus"):  # conf/hydra/launcher/local.yaml: the GPUs of this machine
-        from ffnbench.hardware import visible_gpu_count
+        from ffnbench.placement import visible_gpu_count
 
         OmegaConf.register_new_resolver("visible_gpus", visible_gpu_count)
     if not OmegaConf.has_resolver("run_name"):
@@ -380,7 +380,7 @@ MAX_INNER_STEPS = 16  # the most steps a Lightning batch holds by default: their
 @dataclass(frozen=True)
 class TrainerConfig:
     """`cfg.trainer` (conf/trainer/*.yaml): where a run trains, its budget and how often it validates, logs and
-    checkpoints. hardware.resolve_hardware turns accelerator/devices/precision/strategy into what this machine
+    checkpoints. placement.resolve_device_setup turns accelerator/devices/precision/strategy into what this machine
     can do; this class only judges what can be judged without looking at the machine."""
 
     accelerator: str = "auto"
@@ -507,9 +507,9 @@ HARDWARE_KEYS = ("trainer.accelerator", "trainer.precision")
 
 
 def with_hardware(config: dict, accelerator: str | None, precision: str | None) -> dict:
-    """`config` with `trainer.accelerator` and `trainer.precision` as a run resolves them (hardware.resolve_hardware:
-    cpu | gpu, and Lightning's full precision name) in place of what was asked (auto); None keeps what was asked
-    (the sweep planner, for what only the node a run starts on can decide)."""
+    """`config` with `trainer.accelerator` and `trainer.precision` as a run resolves them
+    (placement.resolve_device_setup: cpu | gpu, and Lightning's full precision name) in place of what was asked
+    (auto); None keeps what was asked (the sweep planner, for what only the node a run starts on can decide)."""
     trainer = dict(config.get("trainer") or {})
     if accelerator is not None:
         trainer["accelerator"] = accelerator

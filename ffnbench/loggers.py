@@ -21,7 +21,7 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
 from ffnbench.errors import ConfigError
-from ffnbench.records import CorruptRecord, read_json, write_json_atomic
+from ffnbench.fileio import CorruptRecord, read_json, write_json_atomic
 from ffnbench.tokenizer import unreachable
 
 if TYPE_CHECKING:

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from ffnbench.records import SWEEP_MANIFEST, CorruptRecord, read_json
+from ffnbench.fileio import CorruptRecord, read_json
 from ffnbench.result import FINAL_STATUSES, RunResult
+from ffnbench.rundir import SWEEP_MANIFEST
 
 RECENT_RUNS = 10  # the finished runs the rate is taken over, the most recent first
 SWEEP_ENV = "FFNBENCH_SWEEP"  # set by `make sweep` for the runs it launches: their sweep directory

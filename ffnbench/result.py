@@ -16,21 +16,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ffnbench.records import (
-    CorruptRecord,
-    ffn_record,
-    git_revision,
-    hardware,
-    json_safe,
-    model_record,
-    read_json,
-    versions,
-    write_json_atomic,
-)
+from ffnbench.fileio import CorruptRecord, json_safe, read_json, write_json_atomic
+from ffnbench.provenance import git_revision, machine_record, versions
 
 if TYPE_CHECKING:
-    from ffnbench.hardware import Hardware
+    from ffnbench.ffn import FFNSize, FFNSpec
     from ffnbench.model import ModelConfig
+    from ffnbench.placement import DeviceSetup
 
 SCHEMA = 1  # bump when a field changes meaning; from_json refuses records from a newer ffnbench
 RESULT_FILE = "result.json"
@@ -39,6 +31,23 @@ FINAL_STATUSES = ("finished", "diverged")  # a rerun of the same config would on
 METRICS = ("final_train_loss", "final_val_loss", "final_val_bpb", "best_val_loss", "best_val_bpb", "init_val_loss")
 LOCAL_FIELDS = ("run_dir", "resumed_from_step")  # machine- or history-local: left out of a published results.jsonl
 OPTIONAL_FIELDS = ("val_windows", "compile", "train_curve", "instabilities")  # newer than SCHEMA 1: written when set
+
+
+def ffn_record(spec: FFNSpec, size: FFNSize) -> dict[str, Any]:
+    """result.json's `ffn` block: the spec and its sizes (ffn.size_ffn)."""
+    return {
+        "act": spec.act, "gated": spec.gated, "sizing": spec.sizing, "ratio": spec.ratio, "bias": spec.bias,
+        "multiple_of": spec.multiple_of, "approximate": spec.approximate, "label": spec.label,
+        "nominal_d_ff": size.nominal_d_ff, "d_ff": size.d_ff, "params_per_layer": size.params,
+        "target_params": size.target_params, "budget_mismatch": size.mismatch, "rounding": spec.rounding,
+    }
+
+
+def model_record(mcfg: ModelConfig, name: str | None) -> dict[str, Any]:
+    """The keys of result.json's `model` block that every record has: the model's shape, and its name in the config
+    (`model.name`). A training run's record adds its init and fixed-budget keys (from_training)."""
+    return {"name": name, "d_model": mcfg.d_model, "n_layer": mcfg.n_layer, "n_head": mcfg.n_head,
+            "seq_len": mcfg.seq_len, "vocab_size": mcfg.vocab_size}
 
 
 def fixed_budget_record(target: float | None, non_embedding: int) -> dict[str, float | None]:
@@ -72,8 +81,8 @@ class RunResult:
     run_dir: str | None = None
     seed: int | None = None
     config: dict = field(default_factory=dict)  # the resolved Hydra config
-    ffn: dict = field(default_factory=dict)  # records.ffn_record: spec and sizes
-    model: dict = field(default_factory=dict)  # records.model_record
+    ffn: dict = field(default_factory=dict)  # ffn_record: spec and sizes
+    model: dict = field(default_factory=dict)  # model_record
     params: dict = field(default_factory=dict)  # accounting.ParamBreakdown.as_dict
     flops: dict = field(default_factory=dict)  # per_token_training, per_token_forward, total_training
     data: dict = field(default_factory=dict)  # the corpus, tokenizer, split sizes, val bytes per token
@@ -87,7 +96,7 @@ class RunResult:
     resumed_from_step: int | None = None
     throughput: dict = field(default_factory=dict)  # throughput.ThroughputMonitor.summary
     wall_time_s: float | None = None
-    hardware: dict = field(default_factory=dict)  # records.hardware + devices, precision, strategy
+    hardware: dict = field(default_factory=dict)  # provenance.machine_record + devices, precision, strategy
     versions: dict = field(default_factory=dict)
     git: dict = field(default_factory=dict)
     finished_at: str | None = None
@@ -107,8 +116,8 @@ class RunResult:
     @classmethod
     def from_training(cls, status: str, *, error: str | None, config: dict, run_dir: Path, model: ModelConfig,
                       history: Sequence[dict], last_train_loss: float | None, steps: int, tokens_per_step: int,
-                      total_steps: int, resumed_from: int | None, data: dict, throughput: dict, hw: Hardware,
-                      started: float, compile: dict | None = None,
+                      total_steps: int, resumed_from: int | None, data: dict, throughput: dict,
+                      device_setup: DeviceSetup, started: float, compile: dict | None = None,
                       train_history: Sequence[tuple[int, float]] = ()) -> RunResult:
         """The record of a training run (train.train), from what it measured.
 
@@ -126,7 +135,8 @@ class RunResult:
             resumed_from: the checkpoint's step when the run was resumed.
             data: the data module's `info`, with `val_bytes_per_token`.
             throughput: ThroughputMonitor.summary().
-            hw: the resolved hardware; started: time.time() when train() began.
+            device_setup: where the run trained (placement.resolve_device_setup).
+            started: time.time() when train() began.
             compile: what torch.compile did (compiling.CompileWatch.record).
             train_history: (step, training loss) at every logging step (LMModule.train_history).
         """
@@ -175,8 +185,8 @@ class RunResult:
             resumed_from_step=resumed_from,
             throughput=throughput,
             wall_time_s=time.time() - started,
-            hardware={**hardware(hw.accelerator), "devices": hw.devices, "precision": hw.precision,
-                      "strategy": hw.strategy},
+            hardware={**machine_record(device_setup.accelerator), "devices": device_setup.devices,
+                      "precision": device_setup.precision, "strategy": device_setup.strategy},
             versions=versions(),
             git=git_revision(),
             finished_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),

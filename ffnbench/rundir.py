@@ -6,8 +6,8 @@ train() does there is decided here, ahead of any work, and `make sweep`'s dry ru
 skip a finished run, resume an interrupted one from checkpoints/last.ckpt, start a fresh one, and refuse a
 directory that holds a different config. While a run trains, its process holds a lock on the directory (RunLock),
 so that a second launch of the same run (a rerun of a sweep whose jobs still run) is told where it runs and
-skips it. This module does not import Lightning (the sweep planner imports it), and reads a checkpoint with torch
-only when there is one."""
+skips it. The names of the files a run directory and a sweep directory hold are here. This module does not import
+Lightning (the sweep planner imports it), and reads a checkpoint with torch only when there is one."""
 
 from __future__ import annotations
 
@@ -27,13 +27,17 @@ from omegaconf import DictConfig
 
 from ffnbench.config import NON_IDENTITY_KEYS, identity_diff
 from ffnbench.errors import ConfigError, RunDirError
-from ffnbench.records import RUN_CONFIG_FILE, CorruptRecord, read_json
+from ffnbench.fileio import CorruptRecord, read_json
 from ffnbench.result import FINAL_STATUSES, RunResult
 
+RUN_CONFIG_FILE = "run_config.json"  # the run's resolved config, written before it trains
 CKPT_DIR = "checkpoints"
 RUN_LOCK = ".running"  # locked by the process training the run; says which process that is
 LAST_CKPT = "last.ckpt"
 HYDRA_FILES = {".hydra": {"config.yaml", "hydra.yaml", "overrides.yaml"}}  # what Hydra writes before a job
+# In a sweep's directory, above its runs: the sweep's command and its run directories (written by ffnbench.sweep,
+# read by the progress estimate and the report).
+SWEEP_MANIFEST = "sweep.json"
 
 
 def resolve_run_dir(cfg: DictConfig) -> Path:

@@ -14,8 +14,9 @@ from typing import Any
 import lightning as L
 import torch
 
+from ffnbench.fileio import CorruptRecord, read_json, write_json_atomic
+from ffnbench.provenance import cpu_model
 from ffnbench.readout import defers
-from ffnbench.records import CorruptRecord, cpu_model, read_json, write_json_atomic
 
 # Dense (no sparsity) peak FLOP/s per device, from the vendors' datasheets (which print the sparse figure first:
 # these are half of it): (model name, bf16, fp16, tf32 — or fp32 where there are no TF32 tensor cores), tensor

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ffnbench.errors import ConfigError, DataError
-from ffnbench.records import atomic_file
+from ffnbench.fileio import atomic_file
 
 TOKENIZERS = ("byte", "bpe", "gpt2")
 GPT2_VOCAB_SIZE = 50257

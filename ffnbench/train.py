@@ -39,22 +39,30 @@ from ffnbench.config import (
 from ffnbench.data import LMDataModule, check_windows
 from ffnbench.errors import ConfigError, FFNBenchError
 from ffnbench.ffn import size_ffn
-from ffnbench.hardware import (
-    Hardware,
-    claim_devices,
-    global_rank,
-    patch_ddp_child_command,
-    resolve_hardware,
-    share_cpu_threads,
-)
+from ffnbench.fileio import write_json_atomic
 from ffnbench.loggers import finish_wandb, make_loggers, quiet_lightning, wandb_mode
 from ffnbench.lr_protocol import check_protocols
 from ffnbench.model import ModelConfig
 from ffnbench.module import LMModule
+from ffnbench.placement import (
+    DeviceSetup,
+    claim_devices,
+    global_rank,
+    patch_ddp_child_command,
+    resolve_device_setup,
+    share_cpu_threads,
+)
 from ffnbench.progress import progress_line
-from ffnbench.records import RUN_CONFIG_FILE, write_json_atomic
 from ffnbench.result import RESULT_FILE, RunResult
-from ffnbench.rundir import RunLock, RunPlan, last_checkpoint, plan_run, remove_failed_start, resolve_run_dir
+from ffnbench.rundir import (
+    RUN_CONFIG_FILE,
+    RunLock,
+    RunPlan,
+    last_checkpoint,
+    plan_run,
+    remove_failed_start,
+    resolve_run_dir,
+)
 from ffnbench.throughput import ThroughputMonitor, peak_flops
 from ffnbench.tokenizer import vocab_size_for
 
@@ -70,7 +78,7 @@ class Run:
     model: ModelConfig
     optim: OptimConfig
     trainer: TrainerConfig
-    hw: Hardware
+    device_setup: DeviceSetup
     data: LMDataModule
     tokens_per_step: int
     total_steps: int
@@ -83,20 +91,21 @@ def check_run(cfg: DictConfig) -> Run:
     run_dir = resolve_run_dir(cfg)
     model = model_config(cfg, vocab_size_for(cfg.data))
     optim, trainer = optim_config(cfg.optim), trainer_config(cfg.trainer)
-    hw = resolve_hardware(trainer)
-    config = with_hardware(config, hw.accelerator, hw.precision)  # stored resolved: part of the run's identity
-    if trainer.compile_mode == "reduce-overhead" and hw.accelerator != "gpu":
+    device_setup = resolve_device_setup(trainer)
+    # stored resolved: part of the run's identity
+    config = with_hardware(config, device_setup.accelerator, device_setup.precision)
+    if trainer.compile_mode == "reduce-overhead" and device_setup.accelerator != "gpu":
         raise ConfigError("trainer.compile_mode=reduce-overhead: CUDA graphs need a CUDA GPU and this run is on the "
-                          f"{hw.accelerator}; use trainer.compile_mode=default")
+                          f"{device_setup.accelerator}; use trainer.compile_mode=default")
     if config["logger"].get("wandb"):
         wandb_mode(config["logger"]["wandb"].get("mode"))
     check_protocols(config)
     seed = run_seed(cfg)
     data = LMDataModule(cfg.data, seq_len=model.seq_len, seed=seed,  # the data settings' checks
                         inner_steps=trainer.steps_per_batch())
-    check_windows(data.config, model.seq_len, world_size=hw.devices * trainer.num_nodes)  # the batch splits
+    check_windows(data.config, model.seq_len, world_size=device_setup.devices * trainer.num_nodes)  # the batch splits
     tokens_per_step = data.batch_size * model.seq_len
-    return Run(config, run_dir, model, optim, trainer, hw, data, tokens_per_step,
+    return Run(config, run_dir, model, optim, trainer, device_setup, data, tokens_per_step,
                trainer.total_steps(tokens_per_step, reference_params(cfg)), seed)
 
 
@@ -124,7 +133,7 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> RunResu
         progress = progress_line()
         if progress:
             print(f"ffnbench: {progress}", flush=True)
-        share_cpu_threads(run.hw)
+        share_cpu_threads(run.device_setup)
         L.seed_everything(run.seed, workers=True, verbose=False)
         run.data.prepare_data()
         run.data.setup("fit")  # a corpus too small for the settings fails here, before the run directory is written
@@ -132,7 +141,7 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> RunResu
             step_times.mark("data_ready")
         if global_rank() == 0:
             write_json_atomic(run.run_dir / RUN_CONFIG_FILE, run.config)
-        with claim_devices(run.hw) as devices:
+        with claim_devices(run.device_setup) as devices:
             return _fit(run, plan, devices, started, [*([step_times] if step_times else []), *(callbacks or [])])
     finally:
         if lock:
@@ -143,7 +152,7 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
     """Build the model and the Trainer, train (validating at step 0 on a fresh start and at the last step), and
     record the run, whatever happens to it (a failure, Ctrl-C, divergence)."""
     t, dm, is_rank_zero = run.trainer, run.data, global_rank() == 0
-    peak, peak_source = peak_flops(run.hw.accelerator, run.hw.precision, t.peak_flops,
+    peak, peak_source = peak_flops(run.device_setup.accelerator, run.device_setup.precision, t.peak_flops,
                                    Path(str(run.config["data"]["cache_dir"])).expanduser())
     compiled = CompileWatch(t.compile)  # before the model is built: a fresh dynamo cache for this run
     module = LMModule(run.model, run.optim, seed=run.seed, total_steps=run.total_steps,
@@ -153,7 +162,7 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
     # MFU counts causal attention as computed (accounting.count_flops: causal=True); the record's flops block keeps
     # the full-attention convention every earlier record has
     thr = ThroughputMonitor(run.tokens_per_step, count_flops(run.model, causal=True).training, peak,
-                            run.hw.devices * t.num_nodes,
+                            run.device_setup.devices * t.num_nodes,
                             log_every=t.log_every, peak_source=peak_source)
     ckpt_cb = PeriodicCheckpoint(last_checkpoint(run.run_dir), t.ckpt_every, t.val_every)
     ckpt_cb.path.parent.mkdir(parents=True, exist_ok=True)
@@ -165,7 +174,8 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
         m = run.model
         print(f"ffnbench: {run.run_dir.name}: {m.ffn.label}, d_ff={size_ffn(m.ffn, m.d_model).d_ff}, "
               f"{count_params(m).total:,} params, {run.total_steps} steps × {run.tokens_per_step} tokens on "
-              f"{run.hw.accelerator} ({run.hw.precision}); peak {peak or 0:.3g} FLOP/s ({peak_source})")
+              f"{run.device_setup.accelerator} ({run.device_setup.precision}); "
+              f"peak {peak or 0:.3g} FLOP/s ({peak_source})")
 
     status, error, exit_code = "failed", None, 1
     try:
@@ -201,7 +211,8 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
             steps=module.global_step if module._trainer is not None else 0, tokens_per_step=run.tokens_per_step,
             total_steps=run.total_steps, resumed_from=plan.resumed_from,
             data={**dm.info, "val_bytes_per_token": dm.val_bytes_per_token}, throughput=thr.summary(),
-            hw=run.hw, started=started, compile=compiled.record(), train_history=module.train_history)
+            device_setup=run.device_setup, started=started, compile=compiled.record(),
+            train_history=module.train_history)
         if is_rank_zero:
             result.write(run.run_dir)
             finish_wandb(exit_code, summary=result.wandb_summary())
@@ -216,11 +227,11 @@ def _trainer(run: Run, devices: int | list[int], loggers: list, callbacks: list[
     t = run.trainer
     patch_ddp_child_command()
     return L.Trainer(
-        accelerator=run.hw.accelerator,
+        accelerator=run.device_setup.accelerator,
         devices=devices,
         num_nodes=t.num_nodes,
-        strategy=run.hw.strategy,
-        precision=run.hw.precision,
+        strategy=run.device_setup.strategy,
+        precision=run.device_setup.precision,
         deterministic=t.deterministic,  # True: deterministic algorithms and CUBLAS_WORKSPACE_CONFIG; False resets
         max_steps=run.total_steps,
         max_epochs=-1,

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from ffnbench.config import NON_IDENTITY_KEYS, identity_key
 from ffnbench.errors import ConfigError
+from ffnbench.fileio import CorruptRecord
 from ffnbench.lr_protocol import best_lr, edge, lr_protocol, next_lr
-from ffnbench.records import CorruptRecord
 from ffnbench.result import FINAL_STATUSES, RunResult
 
 TUNED = "tuned"  # the value of optim.lr in a judged grid whose lr comes from its tuning runs

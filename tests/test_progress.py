@@ -8,8 +8,8 @@ from fixtures.report.synthetic import make_record
 from ffnbench.accounting import count_flops
 from ffnbench.config import compose, model_config, reference_params, to_container
 from ffnbench.progress import SWEEP_ENV, estimate, planned_flops, progress_line
-from ffnbench.records import SWEEP_MANIFEST
 from ffnbench.result import RESULT_FILE
+from ffnbench.rundir import SWEEP_MANIFEST
 
 
 def test_planned_flops_are_flops_per_token_times_the_tokens_the_budget_gives():

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from ffnbench.ffn import FFNSpec
-from ffnbench.hardware import Hardware
+from ffnbench.fileio import CorruptRecord
 from ffnbench.model import ModelConfig
-from ffnbench.records import CorruptRecord
+from ffnbench.placement import DeviceSetup
 from ffnbench.result import RESULT_FILE, SCHEMA, RunResult
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "experiments" / "cpu-quick" / "results.jsonl"
@@ -82,7 +82,7 @@ def test_from_training_reads_the_history_as_documented():
         "diverged", error="validation loss became nan at step 20", config=config, run_dir=Path("/runs/exp/r-s3"),
         model=model, history=history, last_train_loss=2.9, steps=20, tokens_per_step=64, total_steps=100,
         resumed_from=10, data={"source": "x", "val_bytes_per_token": 1.0}, throughput={"tokens_per_s": 1.0},
-        hw=Hardware("cpu", 1, "32-true", "auto"), started=0.0)
+        device_setup=DeviceSetup("cpu", 1, "32-true", "auto"), started=0.0)
     assert (record.name, record.run_name, record.run_dir, record.seed) == ("exp", "r-s3", "/runs/exp/r-s3", 3)
     assert record.metrics["final_train_loss"] == 2.9
     assert math.isnan(record.metrics["final_val_loss"])  # the last validation, as it was
@@ -109,7 +109,7 @@ def test_from_training_without_a_validation_has_no_metrics():
     record = RunResult.from_training(
         "failed", error="RuntimeError: boom", config={"name": "e", "seed": 0, "model": {}}, run_dir=Path("/r"),
         model=model, history=[], last_train_loss=None, steps=0, tokens_per_step=64, total_steps=10,
-        resumed_from=None, data={}, throughput={}, hw=Hardware("cpu", 1, "32-true", "auto"), started=0.0)
+        resumed_from=None, data={}, throughput={}, device_setup=DeviceSetup("cpu", 1, "32-true", "auto"), started=0.0)
     assert set(record.metrics.values()) == {None}
     assert record.ffn_stats == {"init": None, "final": None} and record.curve == [] and record.tokens == 0
 
@@ -124,7 +124,7 @@ def test_the_final_set_gives_the_final_metrics_and_the_per_window_losses():
         "finished", error=None, config=config, run_dir=Path("/r"), model=model,
         history=[validation(0, 5.5, 0.5), last], last_train_loss=2.9, steps=20,
         tokens_per_step=64, total_steps=20, resumed_from=None, data={}, throughput={},
-        hw=Hardware("cpu", 1, "32-true", "auto"), started=0.0)
+        device_setup=DeviceSetup("cpu", 1, "32-true", "auto"), started=0.0)
     assert record.metrics["final_val_loss"] == 2.95 and record.metrics["final_val_bpb"] == 2.95 / math.log(2) / 1.5
     assert record.metrics["best_val_loss"] == 3.0  # the curve is the periodic set's
     assert record.curve[-1] == {"step": 20, "tokens": 1280, "val_loss": 3.0, "val_bpb": 3.0 / math.log(2)}

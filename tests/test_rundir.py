@@ -9,9 +9,16 @@ import pytest
 import torch
 
 from ffnbench.errors import ConfigError, RunDirError
-from ffnbench.records import RUN_CONFIG_FILE
 from ffnbench.result import RESULT_FILE
-from ffnbench.rundir import RunLock, last_checkpoint, lock_holder, plan_run, remove_failed_start, resolve_run_dir
+from ffnbench.rundir import (
+    RUN_CONFIG_FILE,
+    RunLock,
+    last_checkpoint,
+    lock_holder,
+    plan_run,
+    remove_failed_start,
+    resolve_run_dir,
+)
 
 CONFIG = {"seed": 0, "name": "exp", "optim": {"lr": 0.003}, "trainer": {"max_steps": 40, "progress_bar": True}}
 

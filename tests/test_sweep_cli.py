@@ -13,8 +13,8 @@ import pytest
 from fixtures.sweep.runs import BIG, EXPECTED_RUNS, micro_args, results, run_sweep
 
 from ffnbench.errors import ConfigError
-from ffnbench.records import SWEEP_MANIFEST
 from ffnbench.result import RESULT_FILE
+from ffnbench.rundir import SWEEP_MANIFEST
 from ffnbench.sweep import planning
 from ffnbench.sweep.cli import parse_grids
 

@@ -25,9 +25,9 @@ from ffnbench.config import compose
 from ffnbench.errors import ConfigError, DataError, RunDirError
 from ffnbench.loggers import WANDB_RUN_FILE
 from ffnbench.readout import DEFER_ENV
-from ffnbench.records import RUN_CONFIG_FILE
 from ffnbench.report import wandb as report_wandb
 from ffnbench.result import RESULT_FILE, RunResult
+from ffnbench.rundir import RUN_CONFIG_FILE
 from ffnbench.train import train
 
 MICRO = [

@@ -28,8 +28,8 @@ from ffnbench.bench.session import BenchSession, preset
 from ffnbench.bench.timing import LoadMeter, load_snapshot
 from ffnbench.cli import user_errors_exit
 from ffnbench.errors import ConfigError
-from ffnbench.hardware import resolve_accelerator, torch_device
-from ffnbench.records import git_revision
+from ffnbench.placement import resolve_accelerator, torch_device
+from ffnbench.provenance import git_revision
 
 
 class Benchmark(Protocol):
@@ -102,11 +102,11 @@ def check_label(label: str) -> str:
 
 
 def machine(label: str, accelerator: str) -> dict[str, Any]:
-    """The `machine` block of every benchmark file: records.hardware, the label, and the software versions."""
-    from ffnbench.records import hardware, versions
+    """The `machine` block of every benchmark file: provenance.machine_record, the label, and the software versions."""
+    from ffnbench.provenance import machine_record, versions
 
     v = versions()
-    return {"label": label, **hardware(accelerator), "torch": v["torch"], "python": v["python"], "versions": v}
+    return {"label": label, **machine_record(accelerator), "torch": v["torch"], "python": v["python"], "versions": v}
 
 
 def default_cache_dir() -> Path:
@@ -152,7 +152,7 @@ def _warn_if_busy() -> None:
 def run_benchmarks(session: BenchSession, names: list[str], header: dict[str, Any], out: Path) -> dict[str, dict]:
     """Run benchmarks `names` in `session`: print each one's table and write its record (`header` + what it
     measured + the load meanwhile) to <out>/<name>.json. Returns the records by benchmark name."""
-    from ffnbench.records import write_json_atomic
+    from ffnbench.fileio import write_json_atomic
 
     results = {}
     for name in names:

@@ -37,8 +37,8 @@ from ffnbench.bench.session import BenchSession
 from ffnbench.cli import user_errors_exit
 from ffnbench.config import TrainerConfig
 from ffnbench.errors import ConfigError
-from ffnbench.hardware import nvidia_driver_version, resolve_hardware, resolve_precision, why_no_cuda
-from ffnbench.records import git_revision
+from ffnbench.placement import nvidia_driver_version, resolve_device_setup, resolve_precision, why_no_cuda
+from ffnbench.provenance import git_revision
 
 TIME_BUDGET_S = 480  # what the sizes below aim at on one datacenter GPU; the record says what it took
 TRAIN_MODELS = ("small", "base")
@@ -141,7 +141,7 @@ def gpu_label(device_name: str) -> str:
 
 def software() -> dict[str, Any]:
     """torch, CUDA, driver, cuDNN, Triton and the GPUs, as the records keep them."""
-    from ffnbench.records import versions
+    from ffnbench.provenance import versions
 
     gpus = [{"index": i, "name": torch.cuda.get_device_name(i),
              "capability": ".".join(map(str, torch.cuda.get_device_capability(i))),
@@ -222,7 +222,7 @@ def summarize(benchmarks: dict[str, dict]) -> dict[str, Any]:
 
 def write_record(out_dir: Path, record: dict[str, Any]) -> Path:
     """gpucheck.json in `out_dir` (atomic, NaN as null)."""
-    from ffnbench.records import write_json_atomic
+    from ffnbench.fileio import write_json_atomic
 
     path = Path(out_dir) / "gpucheck.json"
     write_json_atomic(path, record)
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     require_gpu()
     started = time.perf_counter()
-    resolve_hardware(TrainerConfig(accelerator="gpu", max_steps=1))  # a wheel without kernels for this GPU: exit 2
+    resolve_device_setup(TrainerConfig(accelerator="gpu", max_steps=1))  # a wheel without kernels for this GPU: exit 2
     torch.set_float32_matmul_precision("high")  # as train() does on a GPU
     label = args.label or gpu_label(torch.cuda.get_device_name(0))
     out = Path(args.out).expanduser() / label

@@ -1,8 +1,8 @@
 """The parallel-runs benchmark: on a CPU, is a sweep faster as one run at a time on every core, or as several
-runs at once on a share of the cores each (the joblib launcher: hardware.share_cpu_threads)? The same
+runs at once on a share of the cores each (the joblib launcher: placement.share_cpu_threads)? The same
 `python -m ffnbench.train` run, once alone (torch's threads: one per core) and as `jobs` copies started together with
 cores ÷ jobs threads each, interleaved; the ratios are taken per repetition, side by side. A CPU benchmark: on a GPU
-the runs of a sweep queue for the device (hardware.claim_devices), and it is skipped."""
+the runs of a sweep queue for the device (placement.claim_devices), and it is skipped."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def measure(session: BenchSession) -> dict[str, Any]:
              f"{s.reps}: tokens/s of all runs together ÷ tokens/s alone, and runs per hour (the wall time "
              "includes each process's start-up)",
              "the faster setting is what `make sweep LAUNCHER=joblib` gives on this machine: it runs as many jobs as "
-             "cores by default, each on cores ÷ jobs threads (hardware.share_cpu_threads)"]
+             "cores by default, each on cores ÷ jobs threads (placement.share_cpu_threads)"]
     return {"settings": settings, "load": load, "rows": rows, "notes": notes}
 
 

@@ -61,8 +61,8 @@ class BenchSession:
 
     @functools.cached_property
     def precision(self) -> str:
-        """What trainer=gpu trains in here (hardware.resolve_precision: bf16-mixed from compute capability 8.0 on,
+        """What trainer=gpu trains in here (placement.resolve_precision: bf16-mixed from compute capability 8.0 on,
         16-mixed before it), 32-true on the CPU."""
-        from ffnbench.hardware import resolve_precision
+        from ffnbench.placement import resolve_precision
 
         return resolve_precision("gpu" if self.gpu else "cpu", "auto")

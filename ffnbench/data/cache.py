@@ -26,7 +26,7 @@ from ffnbench.data.config import DataConfig, data_config
 from ffnbench.data.corpus import SPLITS, corpus_key, load_corpus
 from ffnbench.data.sources import digest, file_digest
 from ffnbench.errors import DataError
-from ffnbench.records import atomic_file, write_json_atomic
+from ffnbench.fileio import atomic_file, write_json_atomic
 from ffnbench.tokenizer import BPE_FILE, load_tokenizer, token_dtype, tokenizer_id, vocab_size_for
 
 SEPARATOR = "\n\n"  # after every document, for every tokenizer, so bits per byte stay comparable

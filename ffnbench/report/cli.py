@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from ffnbench.cli import user_errors_exit
-from ffnbench.records import SWEEP_MANIFEST
 from ffnbench.report import wandb as wandb_runs
 from ffnbench.report.build import build, write_report
 from ffnbench.report.load import RUNS_ROOT, latest_sweep
+from ffnbench.rundir import SWEEP_MANIFEST
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

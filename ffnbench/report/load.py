@@ -13,8 +13,9 @@ from pathlib import Path
 from ffnbench.claims import MODEL_FACTORS, RUN_FACTORS, Run
 from ffnbench.config import NON_IDENTITY_KEYS, flatten, identity_diff
 from ffnbench.errors import FFNBenchError
-from ffnbench.records import RUN_CONFIG_FILE, SWEEP_MANIFEST, CorruptRecord, read_json
+from ffnbench.fileio import CorruptRecord, read_json
 from ffnbench.result import RESULT_FILE, RunResult
+from ffnbench.rundir import RUN_CONFIG_FILE, SWEEP_MANIFEST
 
 RESULTS_FILE = "results.jsonl"
 RUNS_ROOT = Path("runs")

@@ -13,9 +13,8 @@ from typing import Any
 
 from ffnbench.claims import ClaimResult
 from ffnbench.errors import FFNBenchError
-from ffnbench.records import ffn_record, model_record
 from ffnbench.report.load import Loaded, Unused, checked, classify
-from ffnbench.result import METRICS, RunResult, summary_key
+from ffnbench.result import METRICS, RunResult, ffn_record, model_record, summary_key
 
 # W&B run states → result.json statuses (a W&B summary's own "status", logged by train.py, wins)
 WANDB_STATES = {"finished": "finished", "running": "running", "crashed": "failed", "failed": "failed",

@@ -19,9 +19,10 @@ from rich.console import Console
 
 from ffnbench.cli import user_errors_exit
 from ffnbench.errors import ConfigError
+from ffnbench.fileio import write_json_atomic
 from ffnbench.progress import SWEEP_ENV, estimate
-from ffnbench.records import SWEEP_MANIFEST, write_json_atomic
 from ffnbench.result import FINAL_STATUSES
+from ffnbench.rundir import SWEEP_MANIFEST
 from ffnbench.sweep.launchers import LAUNCHERS, launcher_overrides
 from ffnbench.sweep.outcome import print_outcome
 from ffnbench.sweep.planning import MAX_CPU_RUNS, PlannedRun, check_plan, experiments, plan, sweep_config

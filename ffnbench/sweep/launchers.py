@@ -7,7 +7,7 @@ import importlib.util
 import os
 
 from ffnbench.errors import ConfigError
-from ffnbench.hardware import resolve_accelerator
+from ffnbench.placement import resolve_accelerator
 
 LAUNCHERS = {
     "basic": None,
@@ -55,7 +55,7 @@ def check_local_gpus(launcher: str | None) -> None:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if launcher != "submitit_local" or not visible or not visible.strip():
         return
-    from ffnbench.hardware import visible_gpu_count
+    from ffnbench.placement import visible_gpu_count
 
     if [v.strip() for v in visible.split(",")] != [str(i) for i in range(visible_gpu_count())]:
         raise ConfigError(

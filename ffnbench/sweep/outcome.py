@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ffnbench.records import CorruptRecord
+from ffnbench.fileio import CorruptRecord
 from ffnbench.result import RunResult
 from ffnbench.rundir import lock_holder
 from ffnbench.sweep.planning import PlannedRun

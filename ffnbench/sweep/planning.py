@@ -12,8 +12,8 @@ from omegaconf import OmegaConf, open_dict
 
 from ffnbench.config import CONF_DIR, HARDWARE_KEYS, compose, compose_many, to_container, trainer_config, with_hardware
 from ffnbench.errors import ConfigError, RunDirError
-from ffnbench.hardware import planned_hardware
 from ffnbench.lr_protocol import check_protocols
+from ffnbench.placement import planned_device_setup
 from ffnbench.progress import planned_flops
 from ffnbench.rundir import lock_holder, plan_run
 from ffnbench.sweep.launchers import check_local_gpus, launcher_overrides, trains_on_cpu
@@ -149,7 +149,7 @@ def _compose_jobs(jobs: list[list[str]], launcher_args: list[str], here: bool,
             del cfg["hydra"]  # runtime-only keys (output_dir) cannot be resolved outside a running job
         config = to_container(cfg)
         check_protocols(config)
-        hardware = planned_hardware(trainer_config(config["trainer"]), here)
+        hardware = planned_device_setup(trainer_config(config["trainer"]), here)
         undecided = [key for key, value in zip(HARDWARE_KEYS, hardware) if value is None]
         out.append((job, run_dir, with_hardware(config, *hardware), undecided))
     return out

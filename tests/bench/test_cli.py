@@ -70,10 +70,10 @@ def test_asking_for_a_gpu_without_one_is_a_user_error(capsys):
 
 
 def test_machine_block_is_records_hardware_with_label_and_versions():
-    from ffnbench.records import hardware, versions
+    from ffnbench.provenance import machine_record, versions
 
     m = cli.machine("box", "cpu")
-    assert m == {"label": "box", **hardware("cpu"), "torch": versions()["torch"], "python": versions()["python"],
+    assert m == {"label": "box", **machine_record("cpu"), "torch": versions()["torch"], "python": versions()["python"],
                  "versions": versions()}
     assert m["torch"] == torch.__version__
 

@@ -1,4 +1,4 @@
-"""Run records: atomic writes (the old file or the new one, never half of one), NaN as null, reads that name the
+"""File I/O: atomic writes (the old file or the new one, never half of one), NaN as null, reads that name the
 problem."""
 
 import errno
@@ -7,21 +7,11 @@ import json
 import math
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from ffnbench.records import (
-    CorruptRecord,
-    atomic_file,
-    git_revision,
-    hardware,
-    json_safe,
-    read_json,
-    versions,
-    write_json_atomic,
-)
+from ffnbench.fileio import CorruptRecord, atomic_file, json_safe, read_json, write_json_atomic
 
 OLD = {"status": "finished", "loss": 1.0}
 NEW = {"status": "finished", "loss": 2.0, "curve": list(range(2000))}  # long enough for a write in pieces
@@ -167,35 +157,3 @@ def test_unreadable_records_name_the_file_and_the_problem(tmp_path, content, mes
     with pytest.raises(CorruptRecord, match=f"^{re.escape(str(path))}: {message}"):
         read_json(path)
     # (A record's own checks, its status and schema, are RunResult's: tests/test_result.py.)
-
-
-# ---- provenance ------------------------------------------------------------------------------------------------
-
-
-def git(cwd, *args):
-    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t"})
-
-
-def test_the_dirty_flag_counts_untracked_files(tmp_path):
-    git(tmp_path, "init", "-q")
-    (tmp_path / "a.py").write_text("x = 1\n")
-    git(tmp_path, "add", "a.py")
-    git(tmp_path, "commit", "-q", "-m", "one")
-    assert git_revision(tmp_path)["dirty"] is False
-    (tmp_path / "new_module.py").write_text("y = 2\n")  # not committed, not ignored: the code that ran differs
-    assert git_revision(tmp_path)["dirty"] is True
-    (tmp_path / ".gitignore").write_text("new_module.py\n.gitignore\n")  # what git ignores is not the code
-    assert git_revision(tmp_path)["dirty"] is False
-    (tmp_path / "a.py").write_text("x = 3\n")
-    assert git_revision(tmp_path)["dirty"] is True
-
-
-def test_the_hardware_record_names_the_gpu_software_and_the_matmul_precision():
-    import torch
-
-    info = hardware("cpu")
-    assert info["float32_matmul_precision"] == torch.get_float32_matmul_precision()
-    assert {"driver", "cudnn"} <= set(info)  # None here: no NVIDIA driver, a CPU build of torch
-    assert "triton" in versions()

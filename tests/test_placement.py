@@ -1,21 +1,21 @@
-"""Where a run trains: the one device resolver, the hardware a trainer config asks for, thread sharing, the GPU
+"""Where a run trains: the one device resolver, the device setup a trainer config asks for, thread sharing, the GPU
 lease, and the ranks read from the environment."""
 
 import pytest
 import torch
 
-from ffnbench import hardware
+from ffnbench import placement
 from ffnbench.config import TrainerConfig, compose
 from ffnbench.errors import ConfigError
-from ffnbench.hardware import (
+from ffnbench.placement import (
+    DeviceSetup,
     GpuLease,
-    Hardware,
     claim_devices,
     global_rank,
     local_rank,
     parallel_jobs,
     resolve_accelerator,
-    resolve_hardware,
+    resolve_device_setup,
     share_cpu_threads,
 )
 
@@ -58,34 +58,34 @@ def test_an_unknown_accelerator_is_an_error():
 
 
 def test_cpu_defaults_fp32_and_more_devices_mean_ddp(no_gpu, monkeypatch):
-    monkeypatch.setattr(hardware.os, "cpu_count", lambda: 4)
-    assert resolve_hardware(TrainerConfig(max_steps=1)) == Hardware("cpu", 1, "32-true", "auto")
-    assert resolve_hardware(TrainerConfig(max_steps=1, devices=2)) == Hardware("cpu", 2, "32-true", "ddp")
+    monkeypatch.setattr(placement.os, "cpu_count", lambda: 4)
+    assert resolve_device_setup(TrainerConfig(max_steps=1)) == DeviceSetup("cpu", 1, "32-true", "auto")
+    assert resolve_device_setup(TrainerConfig(max_steps=1, devices=2)) == DeviceSetup("cpu", 2, "32-true", "ddp")
     with pytest.raises(ConfigError, match=r"trainer\.devices=5: only 4 CPU cores \(one process per device\)"):
-        resolve_hardware(TrainerConfig(max_steps=1, devices=5))
+        resolve_device_setup(TrainerConfig(max_steps=1, devices=5))
 
 
 def test_gpu_defaults_bf16_and_counts_gpus(two_gpus):
-    assert resolve_hardware(TrainerConfig(max_steps=1)) == Hardware("gpu", 1, "bf16-mixed", "auto")
-    assert resolve_hardware(TrainerConfig(max_steps=1, precision="32-true")).precision == "32-true"
+    assert resolve_device_setup(TrainerConfig(max_steps=1)) == DeviceSetup("gpu", 1, "bf16-mixed", "auto")
+    assert resolve_device_setup(TrainerConfig(max_steps=1, precision="32-true")).precision == "32-true"
     with pytest.raises(ConfigError, match=r"trainer\.devices=3: only 2 GPUs available here"):
-        resolve_hardware(TrainerConfig(max_steps=1, devices=3))
+        resolve_device_setup(TrainerConfig(max_steps=1, devices=3))
 
 
 def test_cpu_processes_share_the_cores(monkeypatch):
     calls = []
-    monkeypatch.setattr(hardware.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(placement.os, "cpu_count", lambda: 8)
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
-    share_cpu_threads(Hardware("cpu", 1, "32-true", "auto"))  # alone: every core
-    share_cpu_threads(Hardware("cpu", 2, "32-true", "ddp"))
-    monkeypatch.setattr(hardware, "parallel_jobs", lambda: 3)
-    share_cpu_threads(Hardware("cpu", 2, "32-true", "ddp"))  # 6 processes on 8 cores
-    share_cpu_threads(Hardware("gpu", 2, "bf16-mixed", "ddp"))  # GPU runs keep their threads
+    share_cpu_threads(DeviceSetup("cpu", 1, "32-true", "auto"))  # alone: every core
+    share_cpu_threads(DeviceSetup("cpu", 2, "32-true", "ddp"))
+    monkeypatch.setattr(placement, "parallel_jobs", lambda: 3)
+    share_cpu_threads(DeviceSetup("cpu", 2, "32-true", "ddp"))  # 6 processes on 8 cores
+    share_cpu_threads(DeviceSetup("gpu", 2, "bf16-mixed", "ddp"))  # GPU runs keep their threads
     assert calls == [4, 1]
 
 
 def test_the_cpu_needs_no_lease():
-    with claim_devices(Hardware("cpu", 2, "32-true", "ddp")) as devices:
+    with claim_devices(DeviceSetup("cpu", 2, "32-true", "ddp")) as devices:
         assert devices == 2
 
 
@@ -93,8 +93,8 @@ def test_the_cpu_needs_no_lease():
 def leases(two_gpus, monkeypatch, tmp_path):
     """GPU leases in a private lock folder; float32 matmul precision left alone."""
     monkeypatch.setattr(torch, "set_float32_matmul_precision", lambda p: None)
-    monkeypatch.setattr(hardware, "GpuLease", lambda n, **kw: GpuLease(n, lock_dir=tmp_path, poll_s=0.01, **kw))
-    monkeypatch.delenv(hardware.LEASE_ENV, raising=False)
+    monkeypatch.setattr(placement, "GpuLease", lambda n, **kw: GpuLease(n, lock_dir=tmp_path, poll_s=0.01, **kw))
+    monkeypatch.delenv(placement.LEASE_ENV, raising=False)
     return tmp_path
 
 
@@ -113,13 +113,13 @@ def held(lock_dir) -> list[str]:
 
 
 def test_one_gpu_of_several_is_leased(leases):
-    one = Hardware("gpu", 1, "bf16-mixed", "auto")
+    one = DeviceSetup("gpu", 1, "bf16-mixed", "auto")
     with claim_devices(one) as devices, claim_devices(one) as other_devices:
         assert (devices, other_devices) == ([0], [1])  # two runs at once, one GPU each
         assert held(leases) == ["gpu0", "gpu1"]
     with claim_devices(one) as again:
         assert again == [0]  # a released GPU is free again
-    with claim_devices(Hardware("gpu", 2, "bf16-mixed", "ddp")) as devices:
+    with claim_devices(DeviceSetup("gpu", 2, "bf16-mixed", "ddp")) as devices:
         assert devices == 2  # DDP takes them all
     assert held(leases) == []
 
@@ -127,7 +127,7 @@ def test_one_gpu_of_several_is_leased(leases):
 def test_joblib_inside_a_slurm_allocation_still_leases_a_gpu(leases, monkeypatch):
     """A SLURM allocation with several GPUs and a joblib sweep inside it: SLURM pins nothing per run, so each run
     still takes its own GPU. Only a submitit task (SUBMITIT_EXECUTOR=slurm), which SLURM pins, goes without."""
-    one = Hardware("gpu", 1, "bf16-mixed", "auto")
+    one = DeviceSetup("gpu", 1, "bf16-mixed", "auto")
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     with claim_devices(one) as devices, claim_devices(one) as other_devices:
         assert (devices, other_devices) == ([0], [1])
@@ -145,7 +145,7 @@ def test_a_one_gpu_node_queues_its_runs_for_the_gpu(leases, monkeypatch):
     import threading
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    one = Hardware("gpu", 1, "bf16-mixed", "auto")
+    one = DeviceSetup("gpu", 1, "bf16-mixed", "auto")
     got: list = []
     with claim_devices(one) as devices:
         assert devices == [0] and held(leases) == ["gpu0"]
@@ -159,8 +159,8 @@ def test_a_one_gpu_node_queues_its_runs_for_the_gpu(leases, monkeypatch):
 
 def test_a_ddp_run_under_a_parallel_launcher_leases_all_its_gpus_and_its_ranks_inherit_them(leases, monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
-    monkeypatch.setattr(hardware, "parallel_jobs", lambda: 2)  # a joblib sweep of 2 jobs
-    ddp = Hardware("gpu", 2, "bf16-mixed", "ddp")
+    monkeypatch.setattr(placement, "parallel_jobs", lambda: 2)  # a joblib sweep of 2 jobs
+    ddp = DeviceSetup("gpu", 2, "bf16-mixed", "ddp")
     with claim_devices(ddp) as first, claim_devices(ddp) as second:
         assert (first, second) == ([0, 1], [2, 3]) and held(leases) == ["gpu0", "gpu1", "gpu2", "gpu3"]
         monkeypatch.setenv("LOCAL_RANK", "1")  # a rank Lightning spawned: the parent's GPUs, no lock of its own
@@ -168,7 +168,7 @@ def test_a_ddp_run_under_a_parallel_launcher_leases_all_its_gpus_and_its_ranks_i
             assert rank == [2, 3]
         monkeypatch.delenv("LOCAL_RANK")
     assert held(leases) == []
-    monkeypatch.setattr(hardware, "parallel_jobs", lambda: 1)
+    monkeypatch.setattr(placement, "parallel_jobs", lambda: 1)
     with claim_devices(ddp) as alone:
         assert alone == 2 and held(leases) == []  # a DDP run alone on its node takes what it sees
 
@@ -196,7 +196,7 @@ def test_leases_are_keyed_by_the_physical_gpu_not_its_visible_index(tmp_path):
 
 
 def test_the_gpu_lease_is_released_on_every_path(leases):
-    with pytest.raises(RuntimeError), claim_devices(Hardware("gpu", 1, "bf16-mixed", "auto")):
+    with pytest.raises(RuntimeError), claim_devices(DeviceSetup("gpu", 1, "bf16-mixed", "auto")):
         assert held(leases) == ["gpu0"]
         raise RuntimeError("the run failed")
     assert held(leases) == []
@@ -221,9 +221,9 @@ def test_bf16_only_from_compute_capability_8(two_gpus, monkeypatch, capabilities
     monkeypatch.setattr(torch.cuda, "get_device_capability", capability)
     monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_70", "sm_75", "sm_80", "sm_86", "sm_90"])
     monkeypatch.setattr(torch.cuda, "current_device", lambda: pytest.fail("the probe must not touch GPU 0"))
-    assert resolve_hardware(TrainerConfig(max_steps=1)).precision == precision
+    assert resolve_device_setup(TrainerConfig(max_steps=1)).precision == precision
     assert sorted(asked) == [0, 1]  # a device-properties query of each GPU (no tensor, no context)
-    assert resolve_hardware(TrainerConfig(max_steps=1, precision="bf16")).precision == "bf16-mixed"  # as asked
+    assert resolve_device_setup(TrainerConfig(max_steps=1, precision="bf16")).precision == "bf16-mixed"  # as asked
 
 
 # ---- a GPU asked for where CUDA sees none: one line that says why --------------------------------------------
@@ -241,7 +241,7 @@ def test_a_cpu_build_of_torch_is_named(no_gpu, monkeypatch):
 @pytest.mark.parametrize(("driver", "wheel"), [("535.104.05", "cu126"), ("470.82.01", "cu118"), (None, None)])
 def test_a_driver_too_old_for_the_wheel_is_named(no_gpu, monkeypatch, driver, wheel):
     monkeypatch.setattr(torch.version, "cuda", "13.0")
-    monkeypatch.setattr(hardware, "nvidia_driver_version", lambda: driver)
+    monkeypatch.setattr(placement, "nvidia_driver_version", lambda: driver)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     with pytest.raises(ConfigError) as e:
         resolve_accelerator("gpu")
@@ -268,7 +268,7 @@ def test_a_wheel_without_kernels_for_the_gpu_is_named(two_gpus, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-32GB")
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     with pytest.raises(ConfigError, match=r"no kernels for Tesla V100-SXM2-32GB \(compute capability 7\.0\).*cu126"):
-        resolve_hardware(TrainerConfig(max_steps=1))
+        resolve_device_setup(TrainerConfig(max_steps=1))
 
 
 def test_gpu_experiments_ask_for_a_gpu(no_gpu, monkeypatch, tmp_path):
@@ -322,13 +322,13 @@ def test_the_ddp_child_command_is_ours_in_both_of_lightnings_launchers():
     from lightning.fabric.strategies.launchers import subprocess_script as fabric
     from lightning.pytorch.strategies.launchers import subprocess_script as pytorch
 
-    from ffnbench.hardware import patch_ddp_child_command
+    from ffnbench.placement import patch_ddp_child_command
 
     before = (fabric._hydra_subprocess_cmd, pytorch._hydra_subprocess_cmd)
     try:
         patch_ddp_child_command()
         assert pytorch._hydra_subprocess_cmd is fabric._hydra_subprocess_cmd
-        assert pytorch._hydra_subprocess_cmd.__module__ == "ffnbench.hardware"
+        assert pytorch._hydra_subprocess_cmd.__module__ == "ffnbench.placement"
     finally:
         fabric._hydra_subprocess_cmd, pytorch._hydra_subprocess_cmd = before
 

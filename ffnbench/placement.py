@@ -152,14 +152,17 @@ def torch_device(accelerator: str) -> torch.device:
 
 
 @dataclass(frozen=True)
-class Hardware:
+class DeviceSetup:
+    """What Lightning's Trainer gets on this machine, as resolve_device_setup decides it from `cfg.trainer`; a run's
+    record keeps it in its `hardware` block, beside the machine it ran on (provenance.machine_record)."""
+
     accelerator: str  # cpu | gpu
     devices: int
     precision: str
     strategy: str
 
 
-def resolve_hardware(t: TrainerConfig) -> Hardware:
+def resolve_device_setup(t: TrainerConfig) -> DeviceSetup:
     """`cfg.trainer` (checked) → the accelerator, device count, precision and strategy Lightning gets here."""
     accelerator = resolve_accelerator(t.accelerator)
     devices = t.devices
@@ -174,30 +177,30 @@ def resolve_hardware(t: TrainerConfig) -> Hardware:
     strategy = t.strategy
     if strategy == "auto" and devices > 1:
         strategy = "ddp"
-    return Hardware(accelerator, devices, precision, str(strategy))
+    return DeviceSetup(accelerator, devices, precision, str(strategy))
 
 
-def planned_hardware(t: TrainerConfig, here: bool) -> tuple[str | None, str | None]:
+def planned_device_setup(t: TrainerConfig, here: bool) -> tuple[str | None, str | None]:
     """(accelerator, precision) that a run of `t` will resolve to, as far as can be told before it starts: the
-    run's own resolve_hardware when it will start on this machine (`here`); else (a SLURM node) only what does not
+    run's own resolve_device_setup when it will start on this machine (`here`); else (a SLURM node) only what does not
     depend on the node. None: decided where the run starts (or refused there, with its reason)."""
     if here:
         try:
-            hw = resolve_hardware(t)
+            setup = resolve_device_setup(t)
         except ConfigError:
             return None, None
-        return hw.accelerator, hw.precision
+        return setup.accelerator, setup.precision
     accelerator = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu"}.get(t.accelerator)
     if t.precision != "auto":
         return accelerator, resolve_precision("gpu", t.precision)
     return accelerator, ("32-true" if accelerator == "cpu" else None)
 
 
-def share_cpu_threads(hw: Hardware) -> None:
+def share_cpu_threads(setup: DeviceSetup) -> None:
     """On a CPU, processes that train at once (DDP ranks, parallel sweep jobs) share the cores instead of each
     using all of them."""
-    processes = hw.devices * parallel_jobs()
-    if hw.accelerator == "cpu" and processes > 1:
+    processes = setup.devices * parallel_jobs()
+    if setup.accelerator == "cpu" and processes > 1:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
 
 
@@ -218,25 +221,25 @@ def parallel_launcher() -> bool:
 
 
 @contextlib.contextmanager
-def claim_devices(hw: Hardware) -> Iterator[int | list[int]]:
+def claim_devices(setup: DeviceSetup) -> Iterator[int | list[int]]:
     """The `devices` Lightning gets, held for the block: GPUs are leased for it (and given back however the block
     ends), so that runs started in parallel on one node (joblib, submitit_local, also inside a SLURM allocation)
     each get their own — one GPU for a single-GPU run, even on a node with one GPU (the runs then queue for it), and
-    hw.devices of them for a DDP run under a parallel launcher, which its spawned ranks inherit (LEASE_ENV). A
+    setup.devices of them for a DDP run under a parallel launcher, which its spawned ranks inherit (LEASE_ENV). A
     submitit SLURM task (pinned by SLURM), and a DDP run alone on its node, take what they see. On a GPU, float32
     matmuls may use TF32."""
-    if hw.accelerator != "gpu":
-        yield hw.devices
+    if setup.accelerator != "gpu":
+        yield setup.devices
         return
     torch.set_float32_matmul_precision("high")
     inherited = os.environ.get(LEASE_ENV)
     if inherited and local_rank() > 0:  # a rank the leased parent spawned: its GPUs, already held for it
         yield [int(i) for i in inherited.split(",")]
         return
-    if submitit_slurm_task() or (hw.devices > 1 and not parallel_launcher()):
-        yield hw.devices
+    if submitit_slurm_task() or (setup.devices > 1 and not parallel_launcher()):
+        yield setup.devices
         return
-    lease = GpuLease(torch.cuda.device_count(), count=hw.devices)
+    lease = GpuLease(torch.cuda.device_count(), count=setup.devices)
     os.environ[LEASE_ENV] = ",".join(map(str, lease.indices))
     try:
         yield list(lease.indices)
