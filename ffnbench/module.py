@@ -15,7 +15,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling
 
-from ffnbench.config import OptimConfig, optim_config
+from ffnbench.config.schema import OptimConfig, optim_config
 from ffnbench.ffn import ActivationStats
 from ffnbench.loggers import log_row
 from ffnbench.model import GPT, ModelConfig, compile_blocks

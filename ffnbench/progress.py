@@ -25,7 +25,7 @@ def planned_flops(config: Mapping) -> float | None:
     """The training FLOPs a run's config asks for (forward + backward per token × tokens), or None when the
     config cannot say (the run itself reports why)."""
     from ffnbench.accounting import count_flops
-    from ffnbench.config import model_config, reference_params, trainer_config
+    from ffnbench.config.schema import model_config, reference_params, trainer_config
     from ffnbench.errors import ConfigError
     from ffnbench.tokenizer import vocab_size_for
 

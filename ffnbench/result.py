@@ -131,7 +131,7 @@ class RunResult:
             train_history: (step, training loss) at every logging step (LMModule.train_history).
         """
         from ffnbench.accounting import count_flops, count_params
-        from ffnbench.config import fixed_budget
+        from ffnbench.config.schema import fixed_budget
         from ffnbench.ffn import size_ffn
         from ffnbench.instability import Thresholds, detect
 

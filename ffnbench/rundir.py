@@ -25,7 +25,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from ffnbench.config import NON_IDENTITY_KEYS, identity_diff
+from ffnbench.config.identity import NON_IDENTITY_KEYS, identity_diff
 from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.records import RUN_CONFIG_FILE, CorruptRecord, read_json
 from ffnbench.result import FINAL_STATUSES, RunResult

@@ -25,7 +25,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ffnbench.cli import user_errors_exit
-from ffnbench.config import CONF_DIR, HARDWARE_KEYS, compose, compose_many, to_container, trainer_config, with_hardware
+from ffnbench.config.compose import CONF_DIR, compose, compose_many
+from ffnbench.config.identity import HARDWARE_KEYS, with_hardware
+from ffnbench.config.schema import to_container, trainer_config
 from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.hardware import planned_hardware, resolve_accelerator
 from ffnbench.lr_protocol import check_protocols

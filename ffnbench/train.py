@@ -23,17 +23,17 @@ from ffnbench.accounting import count_flops, count_params
 from ffnbench.callbacks import NoProfiler, PeriodicCheckpoint, PreemptionSignal, StepProgressBar, StepTimes
 from ffnbench.cli import user_errors_exit
 from ffnbench.compiling import CompileWatch
-from ffnbench.config import (
+from ffnbench.config.compose import check_overrides
+from ffnbench.config.identity import with_hardware
+from ffnbench.config.schema import (
     OptimConfig,
     TrainerConfig,
-    check_overrides,
     model_config,
     optim_config,
     reference_params,
     run_seed,
     to_container,
     trainer_config,
-    with_hardware,
 )
 from ffnbench.data import LMDataModule, check_windows
 from ffnbench.errors import ConfigError, FFNBenchError

@@ -4,22 +4,16 @@ import math
 
 import pytest
 
-from ffnbench.config import (
-    MAX_NAME_EXTRAS,
+from ffnbench.config.compose import MAX_NAME_EXTRAS, check_overrides, compose, compose_many, run_name
+from ffnbench.config.identity import identity_diff, identity_key, with_hardware
+from ffnbench.config.schema import (
     OptimConfig,
     TrainerConfig,
-    check_overrides,
-    compose,
-    compose_many,
     ffn_spec,
-    identity_diff,
-    identity_key,
     model_config,
     optim_config,
-    run_name,
     run_seed,
     trainer_config,
-    with_hardware,
 )
 from ffnbench.errors import ConfigError
 
@@ -232,7 +226,7 @@ def test_ffn_init_is_part_of_a_runs_identity_and_name():
 
 def test_a_budget_in_tokens_per_parameter_counts_the_textbook_model_for_every_variant():
     """d=64, 4 layers: attention 4·64²+4·64, a 4·d GELU FFN 2·64·256, two LayerNorms 4·64 per block, a final one."""
-    from ffnbench.config import reference_params, trainer_config
+    from ffnbench.config.schema import reference_params, trainer_config
 
     expected = 4 * (4 * 64 * 64 + 4 * 64 + 2 * 64 * 256 + 4 * 64) + 2 * 64
     for variant in (["ffn=gelu"], ["ffn=swiglu"], ["ffn=relu", "ffn.width=8"], ["ffn=gelu", "ffn.bias=true"]):
@@ -246,7 +240,7 @@ def test_a_budget_in_tokens_per_parameter_counts_the_textbook_model_for_every_va
 
 
 def test_a_non_positive_tokens_per_parameter_is_refused():
-    from ffnbench.config import trainer_config
+    from ffnbench.config.schema import trainer_config
 
     with pytest.raises(ConfigError, match="trainer.tokens_per_param"):
         trainer_config(compose(["trainer.tokens_per_param=0"]).trainer)

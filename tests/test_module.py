@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from ffnbench.config import OptimConfig
+from ffnbench.config.schema import OptimConfig
 from ffnbench.ffn import FFNSpec
 from ffnbench.model import ModelConfig
 from ffnbench.module import LMModule, lr_factor
@@ -134,7 +134,7 @@ STEP_RUN = ["model=micro", "logger=csv", "data.batch_size=8", "data.val_tokens=5
 
 
 def _step_run(tmp_path, name, *extra, callbacks=()):
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
     from ffnbench.train import train
 
     cfg = compose([*STEP_RUN, f"data.cache_dir={tmp_path / 'cache'}", f"run_dir={tmp_path / name}", *extra])

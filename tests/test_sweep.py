@@ -16,7 +16,8 @@ from omegaconf import OmegaConf
 from rich.console import Console
 
 from ffnbench import sweep
-from ffnbench.config import compose, to_container
+from ffnbench.config.compose import compose
+from ffnbench.config.schema import to_container
 from ffnbench.errors import ConfigError
 from ffnbench.records import SWEEP_MANIFEST
 from ffnbench.result import RESULT_FILE

@@ -83,7 +83,7 @@ def machine(label: str, accelerator: str) -> dict[str, Any]:
 
 
 def _default_cache_dir() -> Path:
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     return Path(str(compose([]).data.cache_dir)).expanduser()
 

@@ -79,7 +79,7 @@ def hand_step_ms(session: BenchSession, model: str, batch: int | None = None, wa
                  steps: int = 5) -> float:
     """Milliseconds per step of the hand loop on `model` at global batch `batch` (None: the user's), after `warmup`
     steps."""
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     cfg = compose([*pipeline_overrides(session, model, batch), f"trainer.max_steps={warmup + steps}",
                    f"run_dir={session.work / 'unused'}"])
@@ -110,7 +110,7 @@ def choose_gpu_sized(session: BenchSession) -> tuple[str, int | None, dict[str, 
             break
     smallest = session.sizes.overhead_gpu_sized[0]
     if measured[smallest] > high:
-        from ffnbench.config import compose
+        from ffnbench.config.compose import compose
 
         batch = int(compose([f"model={smallest}"]).data.batch_size)
         while batch > 1:  # down to the middle of the range, then the nearest to it is taken
@@ -169,7 +169,7 @@ def compare(session: BenchSession, model: str, options: Sequence[str] = (), gpu_
 def _stats_row(session: BenchSession, cfg, step_s: float) -> dict[str, Any]:
     """What the FFN statistics cost: a validation batch's time with them on and off, and that extra time spread
     over the training steps (of `step_s` seconds) between two validations at the defaults."""
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     defaults = compose([])  # what a run validates by default: how often, and on how many tokens
     val_every, val_tokens = int(defaults.trainer.val_every), int(defaults.data.val_tokens)
@@ -221,7 +221,7 @@ def profile(session: BenchSession, model: str, steps: int, top: int = 12,
     overhead, not as durations; the call counts are exact."""
     import lightning as L
 
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     overrides = pipeline_overrides(session, model, batch)  # batch: the GPU-sized row's (None: the user's)
     _, warmup, steps = whole_batches(overrides, max(5, steps // 10), steps)  # profiled from a batch's end to one

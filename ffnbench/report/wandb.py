@@ -53,7 +53,7 @@ def record_from_wandb(run: Any) -> RunResult:
     """A W&B run (its config is the resolved Hydra config, its summary RunResult.wandb_summary) as a RunResult,
     as far as W&B holds it; sizes are recomputed from the config with ffnbench's accounting."""
     from ffnbench.accounting import count_params
-    from ffnbench.config import model_config
+    from ffnbench.config.schema import model_config
     from ffnbench.ffn import size_ffn
     from ffnbench.tokenizer import vocab_size_for
 
