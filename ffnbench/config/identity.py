@@ -9,8 +9,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ffnbench.hardware import PRECISION_ALIASES
-
 # Settings that change where or how a run is observed, not what it computes. Two runs that differ only in
 # these are the same run: a sweep may resume one from the other's checkpoint.
 NON_IDENTITY_KEYS = (
@@ -20,7 +18,7 @@ NON_IDENTITY_KEYS = (
     "logger",
     "slurm",
     "data.cache_dir",
-    "data.loader",  # follows from data.source (conf/data/<source>.yaml); records from before it existed lack it
+    "data.loader",  # follows from data.source (conf/data/<source>.yaml)
     "data.num_proc",
     "trainer.progress_bar",
     "trainer.log_every",
@@ -38,14 +36,8 @@ NON_IDENTITY_KEYS = (
     "hydra",
 )
 
-# Keys added after records were written, and the value a record without one had (a run before lr tuning existed
-# was not a tuning run; one before trainer.deterministic existed was not deterministic; one before model.init,
-# model.qk_norm and optim.z_loss existed had GPT-2's init, no QK-norm and no z-loss).
-IDENTITY_DEFAULTS = {"tuning": False, "trainer.deterministic": False, "model.init": "gpt2", "model.qk_norm": False,
-                     "optim.z_loss": 0.0}
-
-
 def flatten(node: Mapping, prefix: str = "") -> dict[str, Any]:
+    """A nested config as {dotted key: value}, e.g. {"optim": {"lr": 1}} → {"optim.lr": 1}."""
     out: dict[str, Any] = {}
     for key, value in node.items():
         path = f"{prefix}{key}"
@@ -73,35 +65,12 @@ def with_hardware(config: dict, accelerator: str | None, precision: str | None) 
     return {**config, "trainer": trainer}
 
 
-# A record written before a trainer key existed or was stored resolved holds what that key meant then: ffnbench
-# ran only on CPUs until the device and precision were stored, so `auto` (or nothing) was cpu and 32-true.
-LEGACY_TRAINER = {"trainer.accelerator": "cpu"}
-
-
-def _as_resolved(flat: dict[str, Any]) -> dict[str, Any]:
-    """A flattened record's trainer keys as a run of today stores them (LEGACY_TRAINER, Lightning's full
-    precision names), so that an old record and a new one of the same run compare equal."""
-    out = dict(flat)
-    for key, then in LEGACY_TRAINER.items():
-        if out.get(key) in (None, "auto"):
-            out[key] = then
-    if out["trainer.accelerator"] == "cuda":
-        out["trainer.accelerator"] = "gpu"
-    precision = out.get("trainer.precision")
-    precision = PRECISION_ALIASES.get(str(precision), precision) if precision is not None else None
-    if precision in (None, "auto") and out["trainer.accelerator"] == "cpu":
-        precision = "32-true"
-    out["trainer.precision"] = precision
-    return out
-
-
 def identity_diff(a: Mapping, b: Mapping, ignore: Iterable[str] = NON_IDENTITY_KEYS) -> dict[str, tuple]:
-    """Keys whose values differ between two resolved configs, ignoring the keys that don't change what a
-    run computes. {key: (a_value, b_value)}. A key missing from a record written before it existed counts as
-    the value it implicitly had then (IDENTITY_DEFAULTS), and the trainer keys of a record written before they
-    were stored resolved compare as what they meant (LEGACY_TRAINER)."""
+    """Keys whose values differ between two resolved configs of today's form (a stored one is read through
+    ffnbench.migrate), ignoring the keys that don't change what a run computes. {key: (a_value, b_value)}; a key
+    one config lacks counts as None."""
     keep = _kept(ignore)
-    fa, fb = (_as_resolved({**IDENTITY_DEFAULTS, **flatten(x)}) for x in (a, b))
+    fa, fb = flatten(a), flatten(b)
     return {k: (fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if keep(k) and fa.get(k) != fb.get(k)}
 
 
@@ -112,8 +81,7 @@ def identity_key(config: Mapping, ignore: Iterable[str] = NON_IDENTITY_KEYS) -> 
     keep = _kept(ignore)
     if isinstance(config, DictConfig):
         config = OmegaConf.to_container(config, resolve=True)
-    flat = _as_resolved({**IDENTITY_DEFAULTS, **flatten(config)})
-    return frozenset((k, _hashable(v)) for k, v in flat.items() if keep(k) and v is not None)
+    return frozenset((k, _hashable(v)) for k, v in flatten(config).items() if keep(k) and v is not None)
 
 
 def _kept(ignore: Iterable[str]):

@@ -261,7 +261,7 @@ class TrainerConfig:
 
     def total_steps(self, tokens_per_step: int, reference_params: int | None = None) -> int:
         """The run's length in optimizer steps (≥ 1): max_steps, or the token budget (tokens_per_param ×
-        `reference_params`, see config.reference_params, else max_tokens) in steps of `tokens_per_step`, rounded up."""
+        `reference_params`, see reference_params, else max_tokens) in steps of `tokens_per_step`, rounded up."""
         if self.max_steps:
             return self.max_steps
         if self.tokens_per_param is not None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ffnbench.claims import ClaimResult
 from ffnbench.errors import FFNBenchError
+from ffnbench.migrate import migrate_config
 from ffnbench.records import ffn_record, model_record
 from ffnbench.report.load import Loaded, Unused, checked, classify
 from ffnbench.result import METRICS, RunResult, summary_key
@@ -57,7 +58,7 @@ def record_from_wandb(run: Any) -> RunResult:
     from ffnbench.ffn import size_ffn
     from ffnbench.tokenizer import vocab_size_for
 
-    config, summary = dict(run.config), dict(run.summary)
+    config, summary = migrate_config(dict(run.config)), dict(run.summary)
     mcfg = model_config(config, vocab_size_for(config["data"]))
     tokens_per_step = int(config["data"]["batch_size"]) * mcfg.seq_len
     # One point per step, as result.json's curve: the final validation logs the last step's point a second time.
