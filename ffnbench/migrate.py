@@ -53,8 +53,8 @@ def migrate_config(config: dict) -> dict:
 
 def _record_from_1(record: dict) -> dict:
     """Schema 1 → 2: a record of schema 1 may lack config keys, and may hold its device and precision as asked;
-    from schema 2 on, its config is complete and resolved."""
-    return {**record, "config": migrate_config(record.get("config") or {})}
+    from schema 2 on, its config is complete and resolved (a record without a config has none to complete)."""
+    return {**record, "config": migrate_config(record["config"])} if record.get("config") else record
 
 
 # The step from each schema version to the next.

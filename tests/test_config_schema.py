@@ -241,3 +241,15 @@ def test_a_fixed_budget_counts_qk_norms():
     budget = ["model=mini", f"model.non_embedding_params={target}", "model.max_budget_mismatch=0.5"]
     assert model_config(compose(budget), 256).d_model == 68
     assert model_config(compose([*budget, "model.qk_norm=true"]), 256).d_model == 64
+
+
+def test_a_run_spec_reads_the_whole_config_once():
+    from ffnbench.config.schema import reference_params, run_spec
+
+    cfg = compose(["ffn=swiglu", "seed=3", "trainer.tokens_per_param=5", "optim.lr=0.01"])
+    spec = run_spec(cfg, 256)
+    assert (spec.model, spec.optim, spec.trainer, spec.seed, spec.reference_params) == (
+        model_config(cfg, 256), optim_config(cfg.optim), trainer_config(cfg.trainer), 3, reference_params(cfg))
+    assert spec.total_steps(2048) == trainer_config(cfg.trainer).total_steps(2048, reference_params(cfg))
+    with pytest.raises(ConfigError, match="^seed: must be an integer ≥ 0"):
+        run_spec(compose(["seed=-1"]), 256)

@@ -285,6 +285,33 @@ def run_seed(cfg: Mapping | DictConfig) -> int:
     return count("seed", _get(cfg, "seed"), low=0)
 
 
+@dataclass(frozen=True)
+class RunSpec:
+    """What a run's config says it computes, read and checked once (run_spec) and handed to whatever builds or
+    plans the run, so none of it reads the raw config again."""
+
+    model: ModelConfig
+    optim: OptimConfig
+    trainer: TrainerConfig
+    seed: int
+    reference_params: int  # what a budget in tokens per parameter counts (reference_params)
+
+    def total_steps(self, tokens_per_step: int) -> int:
+        """The run's length in optimizer steps at `tokens_per_step` (TrainerConfig.total_steps)."""
+        return self.trainer.total_steps(tokens_per_step, self.reference_params)
+
+
+def run_spec(cfg: DictConfig | Mapping, vocab_size: int) -> RunSpec:
+    """`cfg` (a whole run config) → its RunSpec; the first bad setting is a ConfigError naming it.
+
+    Args:
+        cfg: the composed config (a DictConfig, or its container: a record's or a planned job's config).
+        vocab_size: the tokenizer's vocabulary (tokenizer.vocab_size_for(cfg.data)).
+    """
+    return RunSpec(model=model_config(cfg, vocab_size), optim=optim_config(cfg["optim"]),
+                   trainer=trainer_config(cfg["trainer"]), seed=run_seed(cfg), reference_params=reference_params(cfg))
+
+
 def to_container(cfg: DictConfig | Mapping) -> dict:
     """A config node as a plain dict, interpolations resolved (a missing value `???` stays as it is)."""
     if isinstance(cfg, DictConfig):
