@@ -19,13 +19,3 @@ class DataError(FFNBenchError):
 class RunDirError(FFNBenchError):
     """A run directory that cannot be reused as asked (different config, unreadable checkpoint)."""
 
-
-def check_known_keys(group: str, node, cls: type) -> None:
-    """A config block's keys must be fields of the dataclass it is read into: a misspelled key is a ConfigError
-    naming it and the keys the block has, not a default silently kept."""
-    from dataclasses import fields
-
-    known = [f.name for f in fields(cls)]
-    unknown = [k for k in node if k not in known]
-    if unknown:
-        raise ConfigError(f"{group}.{unknown[0]}: unknown setting; {group} has: {', '.join(known)}")

@@ -19,7 +19,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from ffnbench.errors import ConfigError, check_known_keys
+from ffnbench.errors import ConfigError
+from ffnbench.validate import check_known_keys
 
 KINDS = ("diverged", "plateau", "spike")
 

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ffnbench.errors import ConfigError, check_known_keys
+from ffnbench.errors import ConfigError
+from ffnbench.validate import check_known_keys
 
 if TYPE_CHECKING:
     from ffnbench.claims.runs import Run

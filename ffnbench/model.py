@@ -227,7 +227,7 @@ def compile_blocks(model: GPT, mode: str = "default") -> None:
     """torch.compile every block of `model` and its loss head in place, so parameter names (and checkpoint keys)
     stay as they are.
     The training module and the benchmark's reference loop both compile here, the same way (`mode` is checked
-    with the rest of `cfg.trainer`: config.TrainerConfig)."""
+    with the rest of `cfg.trainer`: config.schema.TrainerConfig)."""
     for block in model.blocks:
         block.compile(mode=mode)
     model.loss_head.compile(mode=mode)  # the head and the loss too (LossHead)

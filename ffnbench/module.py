@@ -3,7 +3,6 @@ byte, FFN activation statistics, and divergence detection."""
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -14,9 +13,10 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling
 
-from ffnbench.config import OptimConfig, optim_config
+from ffnbench.config.schema import OptimConfig, optim_config
 from ffnbench.ffn import ActivationStats
 from ffnbench.loggers import log_row
+from ffnbench.migrate import migrate_checkpoint
 from ffnbench.model import GPT, ModelConfig, compile_blocks
 from ffnbench.readout import Readout, defers
 from ffnbench.step import NO_CONTEXT, clip_gradients, train_step
@@ -97,25 +97,6 @@ def build_optimizer(model: GPT, optim: OptimConfig | Mapping, total_steps: int, 
     return optimizer, scheduler
 
 
-def _align_loop_counts(checkpoint: dict, inner_steps: int) -> None:
-    """Lightning's loop counts in a checkpoint, made to agree with its optimizer step before Lightning restores its
-    loops from them (after this hook). Lightning schedules validation by counting batches, which are inner_steps
-    steps each: after a resume, batch n must again end at step (n + 1)·inner_steps, whichever step the run stopped
-    at (mid-batch, by Ctrl-C or an error, the unfinished batch is taken again from that step: data.TrainBatches).
-    A checkpoint written before training_step took its steps itself (Lightning's automatic optimization, a step per
-    batch) holds its step count where manual optimization does not look (trainer.global_step would restart at 0):
-    it is moved."""
-    loop = checkpoint.get("loops", {}).get("fit_loop", {})
-    manual = loop.get("epoch_loop.manual_optimization.optim_step_progress")
-    batches = loop.get("epoch_loop.batch_progress")
-    if not manual or not batches:
-        return
-    automatic = loop.get("epoch_loop.automatic_optimization.optim_progress", {}).get("optimizer", {}).get("step")
-    if automatic and automatic["total"]["completed"] and not manual["total"]["completed"]:
-        manual = loop["epoch_loop.manual_optimization.optim_step_progress"] = copy.deepcopy(automatic)
-    done = manual["total"]["completed"] // inner_steps
-    for part in ("total", "current"):
-        batches[part] = {k: done for k in batches[part]}
 
 
 class LMModule(L.LightningModule):
@@ -398,7 +379,7 @@ class LMModule(L.LightningModule):
         }
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        _align_loop_counts(checkpoint, getattr(self.trainer.datamodule, "inner_steps", 1))
+        migrate_checkpoint(checkpoint, getattr(self.trainer.datamodule, "inner_steps", 1))
         saved = checkpoint.get("ffnbench", {})
         self.val_history = list(saved.get("val_history", []))
         self.last_train_loss = saved.get("last_train_loss")

@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> None:
     overrides = sys.argv[1:] if argv is None else argv
     mcfg = None
     if overrides:  # compose first, so a bad override fails before anything is printed
-        from ffnbench.config import compose, model_config
+        from ffnbench.config.compose import compose
+        from ffnbench.config.schema import model_config
         from ffnbench.tokenizer import vocab_size_for
 
         cfg = compose(overrides)

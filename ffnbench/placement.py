@@ -13,23 +13,36 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
 from ffnbench.errors import ConfigError
 
-if TYPE_CHECKING:
-    from ffnbench.config import TrainerConfig
-
 ACCELERATORS = ("auto", "cpu", "gpu", "cuda")
+
+
+class TrainerSettings(Protocol):
+    """What resolve_device_setup reads of a run's trainer settings (config.schema.TrainerConfig has them)."""
+
+    accelerator: str  # ACCELERATORS
+    devices: int
+    precision: str  # PRECISIONS
+    strategy: str
+
+
+def check_accelerator(requested: Any, field: str = "trainer.accelerator") -> str:
+    """`requested` if it names an accelerator (ACCELERATORS), else a ConfigError naming `field`: judged without
+    looking at the machine."""
+    if requested not in ACCELERATORS:
+        raise ConfigError(f"{field}: expected auto, cpu or gpu, got {requested!r}")
+    return requested
 
 
 def resolve_accelerator(requested: str, field: str = "trainer.accelerator") -> str:
     """auto | cpu | gpu | cuda → "cpu" or "gpu": the one place that decides which device a run or a benchmark
     uses. auto takes the GPU when CUDA sees one; asking for a GPU where none is visible is an error."""
-    if requested not in ACCELERATORS:
-        raise ConfigError(f"{field}: expected auto, cpu or gpu, got {requested!r}")
+    check_accelerator(requested, field)
     cuda = torch.cuda.is_available()
     if requested == "auto":
         return "gpu" if cuda else "cpu"
@@ -127,6 +140,8 @@ def check_gpu_kernels(capabilities: list[tuple[int, int]]) -> None:
                 f"{pip_command('cu126')} ({README_GPU})")
 
 
+PRECISIONS = ("auto", "64-true", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true",
+              "64", "32", "16", "bf16", "transformer-engine", "transformer-engine-float16")  # Lightning's names
 PRECISION_ALIASES = {"64": "64-true", "32": "32-true", "16": "16-mixed", "bf16": "bf16-mixed"}  # Lightning's
 
 
@@ -162,8 +177,9 @@ class DeviceSetup:
     strategy: str
 
 
-def resolve_device_setup(t: TrainerConfig) -> DeviceSetup:
-    """`cfg.trainer` (checked) → the accelerator, device count, precision and strategy Lightning gets here."""
+def resolve_device_setup(t: TrainerSettings) -> DeviceSetup:
+    """A run's trainer settings (checked: config.schema.TrainerConfig) → the accelerator, device count, precision
+    and strategy Lightning gets here."""
     accelerator = resolve_accelerator(t.accelerator)
     devices = t.devices
     available = torch.cuda.device_count() if accelerator == "gpu" else (os.cpu_count() or 1)
@@ -180,7 +196,7 @@ def resolve_device_setup(t: TrainerConfig) -> DeviceSetup:
     return DeviceSetup(accelerator, devices, precision, str(strategy))
 
 
-def planned_device_setup(t: TrainerConfig, here: bool) -> tuple[str | None, str | None]:
+def planned_device_setup(t: TrainerSettings, here: bool) -> tuple[str | None, str | None]:
     """(accelerator, precision) that a run of `t` will resolve to, as far as can be told before it starts: the
     run's own resolve_device_setup when it will start on this machine (`here`); else (a SLURM node) only what does not
     depend on the node. None: decided where the run starts (or refused there, with its reason)."""

@@ -26,17 +26,17 @@ def planned_flops(config: Mapping) -> float | None:
     """The training FLOPs a run's config asks for (forward + backward per token × tokens), or None when the
     config cannot say (the run itself reports why)."""
     from ffnbench.accounting import count_flops
-    from ffnbench.config import model_config, reference_params, trainer_config
+    from ffnbench.config.schema import run_spec
     from ffnbench.errors import ConfigError
     from ffnbench.tokenizer import vocab_size_for
 
     try:
-        model = model_config(config, vocab_size_for(config["data"]))
-        tokens_per_step = int(config["data"]["batch_size"]) * model.seq_len
-        steps = trainer_config(config["trainer"]).total_steps(tokens_per_step, reference_params(config))
+        spec = run_spec(config, vocab_size_for(config["data"]))
+        tokens_per_step = int(config["data"]["batch_size"]) * spec.model.seq_len
+        steps = spec.total_steps(tokens_per_step)
     except (ConfigError, KeyError, TypeError, ValueError):
         return None
-    return float(count_flops(model).training * steps * tokens_per_step)
+    return float(count_flops(spec.model).training * steps * tokens_per_step)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ of the lines of a published `results.jsonl`, and of records rebuilt from a W&B r
 claims and the report read it and nothing else.
 
 The blocks inside (ffn, model, params, metrics, ...) stay plain JSON objects: their keys are documented
-below and in docs/runs.md, and a record written by an older ffnbench of the same schema still loads."""
+below and in docs/runs.md. A record of an earlier schema is brought to today's as it is read (ffnbench.migrate)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ffnbench.fileio import CorruptRecord, json_safe, read_json, write_json_atomic
+from ffnbench.migrate import FIRST_SCHEMA, SCHEMA, migrate_record
 from ffnbench.provenance import git_revision, machine_record, versions
 
 if TYPE_CHECKING:
@@ -24,13 +25,12 @@ if TYPE_CHECKING:
     from ffnbench.model import ModelConfig
     from ffnbench.placement import DeviceSetup
 
-SCHEMA = 1  # bump when a field changes meaning; from_json refuses records from a newer ffnbench
 RESULT_FILE = "result.json"
 STATUSES = ("finished", "diverged", "failed", "running")
 FINAL_STATUSES = ("finished", "diverged")  # a rerun of the same config would only repeat these
 METRICS = ("final_train_loss", "final_val_loss", "final_val_bpb", "best_val_loss", "best_val_bpb", "init_val_loss")
 LOCAL_FIELDS = ("run_dir", "resumed_from_step")  # machine- or history-local: left out of a published results.jsonl
-OPTIONAL_FIELDS = ("val_windows", "compile", "train_curve", "instabilities")  # newer than SCHEMA 1: written when set
+OPTIONAL_FIELDS = ("val_windows", "compile", "train_curve", "instabilities")  # written only when the run has one
 
 
 def ffn_record(spec: FFNSpec, size: FFNSize) -> dict[str, Any]:
@@ -141,7 +141,7 @@ class RunResult:
             train_history: (step, training loss) at every logging step (LMModule.train_history).
         """
         from ffnbench.accounting import count_flops, count_params
-        from ffnbench.config import fixed_budget
+        from ffnbench.config.schema import fixed_budget
         from ffnbench.ffn import size_ffn
         from ffnbench.instability import Thresholds, detect
 
@@ -207,7 +207,7 @@ class RunResult:
         line of a published results.jsonl."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data = {"schema": data.pop("schema"), **data}  # the schema leads the file
-        for key in OPTIONAL_FIELDS:  # absent from older records: not written back as null
+        for key in OPTIONAL_FIELDS:  # absent, not null, when the run has none
             if data[key] is None:
                 data.pop(key)
         if portable:
@@ -217,16 +217,19 @@ class RunResult:
 
     @classmethod
     def from_json(cls, data: dict, where: str = "record") -> RunResult:
-        """A record from JSON data; CorruptRecord when it is not one. Missing blocks load as empty (a record
-        rebuilt from W&B lacks some); unknown keys are ignored."""
+        """A record from JSON data, of any schema up to SCHEMA (migrated: ffnbench.migrate); CorruptRecord when it
+        is not one. Missing blocks load as empty (a record rebuilt from W&B lacks some); unknown keys are ignored."""
         if not isinstance(data, dict):
             raise CorruptRecord(f"{where}: expected a JSON object, found {type(data).__name__}")
         if data.get("status") not in STATUSES:
             raise CorruptRecord(f"{where}: no valid 'status' (got {data.get('status')!r})")
-        schema = data.get("schema", SCHEMA)
+        schema = data.get("schema", FIRST_SCHEMA)
         if not isinstance(schema, int) or schema > SCHEMA:
             raise CorruptRecord(f"{where}: schema {schema!r} is newer than this ffnbench reads ({SCHEMA}); "
                                 "update ffnbench")
+        if schema < FIRST_SCHEMA:
+            raise CorruptRecord(f"{where}: schema {schema!r} is no schema version (the first is {FIRST_SCHEMA})")
+        data = migrate_record(data)
         known = {f.name: f for f in fields(cls)}
         kwargs = {}
         for key, value in data.items():

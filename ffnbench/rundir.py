@@ -1,7 +1,7 @@
 """A run's directory: where it is, what a (re)start does with it, who is training it now, and clearing up after a
 refused start.
 
-One directory per run, named for what the run computes (config.run_name), so a rerun finds it again. What
+One directory per run, named for what the run computes (config.compose.run_name), so a rerun finds it again. What
 train() does there is decided here, ahead of any work, and `make sweep`'s dry run makes the same decision:
 skip a finished run, resume an interrupted one from checkpoints/last.ckpt, start a fresh one, and refuse a
 directory that holds a different config. While a run trains, its process holds a lock on the directory (RunLock),
@@ -25,9 +25,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from ffnbench.config import NON_IDENTITY_KEYS, identity_diff
+from ffnbench.config.identity import NON_IDENTITY_KEYS, identity_diff
 from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.fileio import CorruptRecord, read_json
+from ffnbench.migrate import migrate_checkpoint, migrate_config
 from ffnbench.result import FINAL_STATUSES, RunResult
 
 RUN_CONFIG_FILE = "run_config.json"  # the run's resolved config, written before it trains
@@ -69,11 +70,11 @@ def plan_run(run_dir: Path, config: dict, undecided: Iterable[str] = ()) -> RunP
 
     Args:
         run_dir: the run's directory (it need not exist).
-        config: the run's resolved config (config.with_hardware: the device and precision as resolved);
+        config: the run's resolved config (config.identity.with_hardware: the device and precision as resolved);
             compared with the directory's run_config.json and checkpoint, ignoring the keys that do not change
-            what a run computes (config.NON_IDENTITY_KEYS).
+            what a run computes (config.identity.NON_IDENTITY_KEYS).
         undecided: keys left out of the comparison because they are not known yet (the sweep planner, for
-            what only the node a run starts on decides: config.HARDWARE_KEYS); the run compares them itself.
+            what only the node a run starts on decides: config.identity.HARDWARE_KEYS); the run compares them itself.
     """
     ignore = (*NON_IDENTITY_KEYS, *undecided)
     _check_saved_config(run_dir, config, ignore)
@@ -99,7 +100,7 @@ def _check_saved_config(run_dir: Path, config: dict, ignore: tuple[str, ...]) ->
     if not path.exists():
         return
     try:
-        saved = read_json(path)
+        saved = migrate_config(read_json(path))
     except CorruptRecord as e:
         raise RunDirError(f"{e}; delete {path} if the run directory is otherwise yours") from None
     diff = identity_diff(saved, config, ignore)
@@ -112,7 +113,7 @@ def _check_saved_config(run_dir: Path, config: dict, ignore: tuple[str, ...]) ->
 
 
 def _read_checkpoint(ckpt: Path) -> tuple[dict, int]:
-    """The config fingerprint a checkpoint was written with, and its step."""
+    """The config fingerprint a checkpoint was written with (in today's form), and its step."""
     import torch
 
     try:
@@ -121,6 +122,7 @@ def _read_checkpoint(ckpt: Path) -> tuple[dict, int]:
         raise RunDirError(
             f"{ckpt} cannot be read ({type(e).__name__}: {e}); delete it to start this run over"
         ) from None
+    migrate_checkpoint(saved)
     return saved.get("ffnbench", {}).get("fingerprint", {}), int(saved["global_step"])
 
 

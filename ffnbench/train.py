@@ -24,18 +24,9 @@ from ffnbench.accounting import count_flops, count_params
 from ffnbench.callbacks import NoProfiler, PeriodicCheckpoint, PreemptionSignal, StepProgressBar, StepTimes
 from ffnbench.cli import user_errors_exit
 from ffnbench.compiling import CompileWatch
-from ffnbench.config import (
-    OptimConfig,
-    TrainerConfig,
-    check_overrides,
-    model_config,
-    optim_config,
-    reference_params,
-    run_seed,
-    to_container,
-    trainer_config,
-    with_hardware,
-)
+from ffnbench.config.compose import check_overrides
+from ffnbench.config.identity import with_hardware
+from ffnbench.config.schema import OptimConfig, TrainerConfig, run_spec, to_container
 from ffnbench.data import LMDataModule, check_windows
 from ffnbench.errors import ConfigError, FFNBenchError
 from ffnbench.ffn import size_ffn
@@ -89,8 +80,8 @@ def check_run(cfg: DictConfig) -> Run:
     """Every check that needs no data read: a bad setting is a ConfigError naming it, before any file is written."""
     config = to_container(cfg)
     run_dir = resolve_run_dir(cfg)
-    model = model_config(cfg, vocab_size_for(cfg.data))
-    optim, trainer = optim_config(cfg.optim), trainer_config(cfg.trainer)
+    spec = run_spec(cfg, vocab_size_for(cfg.data))
+    model, trainer = spec.model, spec.trainer
     device_setup = resolve_device_setup(trainer)
     # stored resolved: part of the run's identity
     config = with_hardware(config, device_setup.accelerator, device_setup.precision)
@@ -100,13 +91,12 @@ def check_run(cfg: DictConfig) -> Run:
     if config["logger"].get("wandb"):
         wandb_mode(config["logger"]["wandb"].get("mode"))
     check_protocols(config)
-    seed = run_seed(cfg)
-    data = LMDataModule(cfg.data, seq_len=model.seq_len, seed=seed,  # the data settings' checks
+    data = LMDataModule(cfg.data, seq_len=model.seq_len, seed=spec.seed,  # the data settings' checks
                         inner_steps=trainer.steps_per_batch())
     check_windows(data.config, model.seq_len, world_size=device_setup.devices * trainer.num_nodes)  # the batch splits
     tokens_per_step = data.batch_size * model.seq_len
-    return Run(config, run_dir, model, optim, trainer, device_setup, data, tokens_per_step,
-               trainer.total_steps(tokens_per_step, reference_params(cfg)), seed)
+    return Run(config, run_dir, model, spec.optim, trainer, device_setup, data, tokens_per_step,
+               spec.total_steps(tokens_per_step), spec.seed)
 
 
 def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> RunResult:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ffnbench.config import NON_IDENTITY_KEYS, identity_key
+from ffnbench.config.identity import NON_IDENTITY_KEYS, identity_key
 from ffnbench.errors import ConfigError
 from ffnbench.fileio import CorruptRecord
 from ffnbench.lr_protocol import best_lr, edge, lr_protocol, next_lr

@@ -28,7 +28,7 @@ class TrainJob:
         self.overrides, self.run_dir, self.signal_at = overrides, Path(run_dir), signal_at
 
     def __call__(self) -> dict:
-        from ffnbench.config import compose
+        from ffnbench.config.compose import compose
         from ffnbench.train import train
 
         marker = self.run_dir.parent / f"{self.run_dir.name}.signalled"

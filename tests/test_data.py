@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 import ffnbench.data.cache
 import ffnbench.data.sources
-from ffnbench.config import compose
+from ffnbench.config.compose import compose
 from ffnbench.data import (
     LMDataModule,
     check_windows,
@@ -109,15 +109,21 @@ def attach(dm, world_size=1, rank=0, global_step=0):
     ({"documents": "paragraphs"}, r"^data.documents: unknown rule 'paragraphs'; known: rows, wikitext_articles"),
     ({"val_fraction": 1.5}, r"^data.val_fraction"),
     ({"batch_size": 0}, r"^data.batch_size"),
-    ({"max_docs": 0}, r"^data.max_docs: expected a positive integer or null"),
+    ({"max_docs": 0}, r"^data.max_docs: must be a positive integer or null"),
     ({"val_tokens": 15}, r"^data.val_tokens=15: less than one validation window of model.seq_len=16 tokens; raise"),
-    ({"final_val_tokens": 0}, r"^data.final_val_tokens: expected a positive integer or null"),
+    ({"final_val_tokens": 0}, r"^data.final_val_tokens: must be a positive integer or null"),
     ({"final_val_tokens": 15}, r"^data.final_val_tokens=15: less than one validation window of model.seq_len=16"),
 ])
 def test_bad_settings_fail_at_construction_naming_the_field(tmp_path, overrides, match):
     with pytest.raises(ConfigError, match=match) as e:
         make_dm(tmp_path, **{"path": str(tmp_path), **overrides})
     assert "\n" not in str(e.value)
+
+
+def test_every_loader_name_a_source_file_may_give_has_its_loader():
+    from ffnbench.data.config import LOADER_NAMES
+
+    assert tuple(ffnbench.data.sources.LOADERS) == LOADER_NAMES
 
 
 def test_every_source_yaml_composes_to_a_valid_config():

@@ -34,7 +34,7 @@ def test_params_and_grids_together_are_refused():
 def test_the_sweeper_config_names_this_class():
     from omegaconf import OmegaConf
 
-    from ffnbench.config import CONF_DIR
+    from ffnbench.config.compose import CONF_DIR
     from hydra_plugins.ffnbench_sweeper.grid_sweeper import GridSweeper
 
     target = OmegaConf.load(CONF_DIR / "hydra" / "sweeper" / "ffnbench.yaml")["_target_"]

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from ffnbench.config import OptimConfig
+from ffnbench.config.schema import OptimConfig
 from ffnbench.ffn import FFNSpec
 from ffnbench.model import ModelConfig
 from ffnbench.module import LMModule, lr_factor
@@ -135,7 +135,7 @@ STEP_RUN = ["model=micro", "logger=csv", "data.batch_size=8", "data.val_tokens=5
 
 
 def _step_run(tmp_path, name, *extra, callbacks=()):
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
     from ffnbench.train import train
 
     cfg = compose([*STEP_RUN, f"data.cache_dir={tmp_path / 'cache'}", f"run_dir={tmp_path / name}", *extra])
@@ -253,39 +253,6 @@ def test_logging_every_step_or_every_n_steps_trains_the_same_model(tmp_path):
         assert rows_sparse[step]["train/loss"] == rows_every[step]["train/loss"]
         assert rows_sparse[step]["train/grad_norm"] == rows_every[step]["train/grad_norm"]
     assert every[0].curve == sparse[0].curve and every[0].val_windows == sparse[0].val_windows
-
-
-def _loops(automatic: int, manual: int, batches: int) -> dict:
-    step = lambda n: {"total": {"ready": n, "completed": n}, "current": {"ready": n, "completed": n}}
-    progress = lambda n: {part: {"ready": n, "completed": n, "started": n, "processed": n}
-                          for part in ("total", "current")}
-    return {"loops": {"fit_loop": {
-        "epoch_loop.batch_progress": {**progress(batches), "is_last_batch": False},
-        "epoch_loop.automatic_optimization.optim_progress": {"optimizer": {"step": step(automatic)}},
-        "epoch_loop.manual_optimization.optim_step_progress": step(manual)}}}
-
-
-def _counts(checkpoint: dict) -> tuple[int, int]:
-    loop = checkpoint["loops"]["fit_loop"]
-    return (loop["epoch_loop.manual_optimization.optim_step_progress"]["total"]["completed"],
-            loop["epoch_loop.batch_progress"]["current"]["ready"])
-
-
-@pytest.mark.parametrize(("checkpoint", "inner_steps", "expected"), [
-    (_loops(automatic=40, manual=0, batches=40), 5, (40, 8)),  # written before: a step a batch, counted elsewhere
-    (_loops(automatic=43, manual=0, batches=43), 5, (43, 8)),  # stopped mid-batch: batch 8 is taken again from 43
-    (_loops(automatic=0, manual=43, batches=9), 5, (43, 8)),  # batch 9 was under way (Ctrl-C): it is not done
-    (_loops(automatic=0, manual=40, batches=8), 5, (40, 8)),  # a batch's end: unchanged
-    (_loops(automatic=0, manual=40, batches=4), 10, (40, 4)),
-])
-def test_a_checkpoints_loop_counts_agree_with_its_step(checkpoint, inner_steps, expected):
-    from ffnbench.module import _align_loop_counts
-
-    _align_loop_counts(checkpoint, inner_steps)
-    assert _counts(checkpoint) == expected
-    batches = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]
-    assert batches["total"] == batches["current"] == dict.fromkeys(("ready", "completed", "started", "processed"),
-                                                                   expected[1])
 
 
 def test_under_mixed_precision_only_the_forward_runs_in_autocast():

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from ffnbench import placement
-from ffnbench.config import TrainerConfig, compose
+from ffnbench.config.compose import compose
+from ffnbench.config.schema import TrainerConfig
 from ffnbench.errors import ConfigError
 from ffnbench.placement import (
     DeviceSetup,
@@ -273,7 +274,7 @@ def test_a_wheel_without_kernels_for_the_gpu_is_named(two_gpus, monkeypatch):
 
 def test_gpu_experiments_ask_for_a_gpu(no_gpu, monkeypatch, tmp_path):
     """The GPU-sized experiments never fall back to the CPU silently: trainer=auto would, so they ask for a GPU."""
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
     from ffnbench.train import check_run
 
     monkeypatch.setattr(torch.version, "cuda", None)

@@ -6,7 +6,8 @@ import json
 from fixtures.report.synthetic import make_record
 
 from ffnbench.accounting import count_flops
-from ffnbench.config import compose, model_config, reference_params, to_container
+from ffnbench.config.compose import compose
+from ffnbench.config.schema import model_config, reference_params, to_container
 from ffnbench.progress import SWEEP_ENV, estimate, planned_flops, progress_line
 from ffnbench.result import RESULT_FILE
 from ffnbench.rundir import SWEEP_MANIFEST

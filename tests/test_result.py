@@ -1,5 +1,6 @@
-"""RunResult: the published records round-trip byte for byte, bad records are refused with their reason, and a
-training run's record is built from what it measured (metrics, curve, counts) exactly."""
+"""RunResult: the published records load in today's schema and then round-trip byte for byte, bad records are
+refused with their reason, and a training run's record is built from what it measured (metrics, curve, counts)
+exactly."""
 
 import json
 import math
@@ -20,11 +21,13 @@ def published_lines() -> list[str]:
     return PUBLISHED.read_text().splitlines(keepends=True)
 
 
-def test_every_published_line_round_trips_byte_for_byte():
+def test_every_published_line_loads_in_todays_schema_and_then_round_trips_byte_for_byte():
     lines = published_lines()
     assert len(lines) == 17
     for i, line in enumerate(lines):
-        assert RunResult.from_json(json.loads(line), f"line {i + 1}").jsonl_line() == line, f"line {i + 1}"
+        today = RunResult.from_json(json.loads(line), f"line {i + 1}").jsonl_line()
+        assert json.loads(today)["schema"] == SCHEMA
+        assert RunResult.from_json(json.loads(today), f"line {i + 1}").jsonl_line() == today, f"line {i + 1}"
 
 
 def test_a_record_survives_write_and_read(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ffnbench.errors import ConfigError, RunDirError
+from ffnbench.migrate import migrate_config
 from ffnbench.result import RESULT_FILE
 from ffnbench.rundir import (
     RUN_CONFIG_FILE,
@@ -20,7 +21,9 @@ from ffnbench.rundir import (
     resolve_run_dir,
 )
 
-CONFIG = {"seed": 0, "name": "exp", "optim": {"lr": 0.003}, "trainer": {"max_steps": 40, "progress_bar": True}}
+# A run's config as a run of today stores it: with every key that ffnbench.migrate gives an older one.
+CONFIG = migrate_config({"seed": 0, "name": "exp", "optim": {"lr": 0.003},
+                         "trainer": {"max_steps": 40, "progress_bar": True}})
 
 
 def write(path: Path, data: dict) -> None:

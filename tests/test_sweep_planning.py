@@ -11,7 +11,8 @@ from fixtures.report.synthetic import make_record
 from fixtures.sweep.runs import BIG, EXPECTED_RUNS, micro_args
 from omegaconf import OmegaConf
 
-from ffnbench.config import compose, to_container
+from ffnbench.config.compose import compose
+from ffnbench.config.schema import to_container
 from ffnbench.errors import ConfigError
 from ffnbench.result import RESULT_FILE
 from ffnbench.sweep import planning

@@ -21,7 +21,7 @@ import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from wandb_files import read_run, run_files
 
-from ffnbench.config import compose
+from ffnbench.config.compose import compose
 from ffnbench.errors import ConfigError, DataError, RunDirError
 from ffnbench.loggers import WANDB_RUN_FILE
 from ffnbench.readout import DEFER_ENV

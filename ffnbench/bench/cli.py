@@ -111,7 +111,7 @@ def machine(label: str, accelerator: str) -> dict[str, Any]:
 
 def default_cache_dir() -> Path:
     """The user's token cache (data.cache_dir at the defaults), which the benchmarks read and fill."""
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     return Path(str(compose([]).data.cache_dir)).expanduser()
 

@@ -71,7 +71,8 @@ def whole_batches(overrides: list[str], *steps: int) -> tuple[int, ...]:
     """(k, *steps rounded up to multiples of k): k is the optimizer steps per Lightning batch in a run of `overrides`
     (trainer.inner_steps as train() resolves it). A hook at a batch's end sees only every k-th step, so the
     benchmarks time stretches of whole batches."""
-    from ffnbench.config import compose, trainer_config
+    from ffnbench.config.compose import compose
+    from ffnbench.config.schema import trainer_config
 
     k = trainer_config(compose([*overrides, "trainer.max_steps=1"]).trainer).steps_per_batch()
     return (k, *(-(-n // k) * k for n in steps))
@@ -111,7 +112,7 @@ class Pipeline:
     `monitor_readings` what its ThroughputMonitor said."""
 
     def __init__(self, session: BenchSession, overrides: list[str], warmup: int, steps: int):
-        from ffnbench.config import compose
+        from ffnbench.config.compose import compose
 
         _, warmup, steps = whole_batches(overrides, warmup, steps)
         self.session, self.overrides, self.warmup, self.steps = session, overrides, warmup, steps
@@ -122,7 +123,7 @@ class Pipeline:
         self.last_result: RunResult | None = None
 
     def __call__(self) -> float:
-        from ffnbench.config import compose
+        from ffnbench.config.compose import compose
 
         run_dir = self.session.work / "runs" / f"pipeline-{next(_RUN_NUMBERS)}"  # always a fresh run, never a resume
         cfg = compose([*self.overrides, f"trainer.max_steps={self.warmup + self.steps}", f"run_dir={run_dir}"])
@@ -216,7 +217,7 @@ def alternate(session: BenchSession, overrides: list[str], warmup: int, window: 
             `trainer.compile_mode=reduce-overhead`.
         warmup, window, windows: as Alternation takes them.
     """
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     k, warmup, window = whole_batches(overrides, warmup, window)
     steps = warmup + windows * window
@@ -251,7 +252,7 @@ class HandLoop:
 
     def __init__(self, session: BenchSession, cfg, mcfg=None, batches: Callable[[int], tuple] | None = None,
                  compile: bool | None = None, compile_mode: str = "default"):
-        from ffnbench.config import model_config
+        from ffnbench.config.schema import model_config
         from ffnbench.model import GPT, compile_blocks
         from ffnbench.module import build_optimizer
         from ffnbench.tokenizer import vocab_size_for

@@ -35,7 +35,7 @@ from ffnbench.bench import alignment, mfu, overhead
 from ffnbench.bench.cli import DEFAULT_OUT, default_cache_dir, machine, run_benchmarks, sizes_for
 from ffnbench.bench.session import BenchSession
 from ffnbench.cli import user_errors_exit
-from ffnbench.config import TrainerConfig
+from ffnbench.config.schema import TrainerConfig
 from ffnbench.errors import ConfigError
 from ffnbench.placement import nvidia_driver_version, resolve_device_setup, resolve_precision, why_no_cuda
 from ffnbench.provenance import git_revision
@@ -157,7 +157,7 @@ def train_check(session: BenchSession, model: str, steps: int, warmup: int,
     """One compiled training run of `model` as trainer=gpu trains it (a fresh dynamo, as a fresh process has), watched
     by dynamo_watch: its status, tokens/s, MFU against the datasheet peak, and what went wrong with compilation."""
     from ffnbench.bench.contenders import pipeline_overrides
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
     from ffnbench.train import train
 
     torch._dynamo.reset()

@@ -81,7 +81,7 @@ def _add_mfu(session: BenchSession, row: dict[str, Any], peak: float | None) -> 
 def measure(session: BenchSession) -> dict[str, Any]:
     """The MFU record: settings, load, one row per model of `Sizes.models`, the peak, notes."""
     from ffnbench.accounting import count_flops
-    from ffnbench.config import model_config
+    from ffnbench.config.schema import model_config
     from ffnbench.throughput import measure_cpu_peak_flops
     from ffnbench.tokenizer import vocab_size_for
 

@@ -26,7 +26,7 @@ def hand_step_ms(session: BenchSession, model: str, batch: int | None = None, wa
                  steps: int = 5) -> float:
     """Milliseconds per step of the hand loop on `model` at global batch `batch` (None: the user's), after `warmup`
     steps."""
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     cfg = compose([*pipeline_overrides(session, model, batch), f"trainer.max_steps={warmup + steps}",
                    f"run_dir={session.work / 'unused'}"])
@@ -57,7 +57,7 @@ def choose_gpu_sized(session: BenchSession, candidates: Sequence[str]) -> tuple[
             break
     smallest = candidates[0]
     if measured[smallest] > high:
-        from ffnbench.config import compose
+        from ffnbench.config.compose import compose
 
         batch = int(compose([f"model={smallest}"]).data.batch_size)
         while batch > 1:  # down to the middle of the range, then the nearest to it is taken
@@ -141,7 +141,7 @@ def _stats_row(session: BenchSession, cfg, step_s: float, reps: int) -> dict[str
     """What the FFN statistics cost: a validation batch's time with them on and off (`reps` interleaved
     repetitions), and that extra time spread over the training steps (of `step_s` seconds) between two validations
     at the defaults."""
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     defaults = compose([])  # what a run validates by default: how often, and on how many tokens
     val_every, val_tokens = int(defaults.trainer.val_every), int(defaults.data.val_tokens)

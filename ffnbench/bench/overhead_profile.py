@@ -52,7 +52,7 @@ def profile(session: BenchSession, model: str, steps: int, top: int = 12,
     """
     import lightning as L
 
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     overrides = pipeline_overrides(session, model, batch)
     _, warmup, steps = whole_batches(overrides, max(5, steps // 10), steps)  # profiled from a batch's end to one

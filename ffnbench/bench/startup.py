@@ -88,7 +88,7 @@ class StartupRun:
 
 
 def _data_config(overrides: list[str], cache: Path):
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     return compose([*overrides, f"data.cache_dir={cache}"])
 

@@ -86,7 +86,7 @@ def _variant_row(name: str, spec, base, n_tokens: int, trials: dict[str, Trial],
 
 
 def _measure(session: BenchSession) -> dict[str, Any]:
-    from ffnbench.config import model_config
+    from ffnbench.config.schema import model_config
     from ffnbench.ffn import VARIANTS, FeedForward, FFNSpec
     from ffnbench.tokenizer import vocab_size_for
 

@@ -74,8 +74,8 @@ def alignment_parts(rows: list[dict]) -> list[tuple[str, Verdict]]:
                       _compare(f"ms at {above['d_ff']} vs {u['d_ff']}", _time_band(above), _time_band(u), "ms")))
     if below is None:
         parts.append(("cost per parameter below", Verdict(
-            INCONCLUSIVE, f"no aligned d_ff below {u['d_ff']} (an alignment.json from before the 640 row): "
-                          "rerun `make bench`")))
+            INCONCLUSIVE, f"no aligned d_ff below {u['d_ff']} to compare per parameter: rerun `make bench` (it "
+                          "times 640)")))
     else:
         parts.append((f"cost per parameter: {below['d_ff']} no dearer than {u['d_ff']}",
                       _compare(f"ns/param at {below['d_ff']} vs {u['d_ff']}", _per_param_band(below),

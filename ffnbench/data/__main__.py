@@ -37,7 +37,7 @@ def _summary(dm: LMDataModule) -> None:
 @user_errors_exit
 def main(argv: list[str] | None = None) -> None:
     """`python -m ffnbench.data [overrides]`: prepare (tokenize and cache) a corpus and print its size."""
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     args = sys.argv[1:] if argv is None else argv
     if any(a in ("-h", "--help") for a in args):

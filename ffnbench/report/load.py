@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ffnbench.claims import MODEL_FACTORS, RUN_FACTORS, Run
-from ffnbench.config import NON_IDENTITY_KEYS, flatten, identity_diff
+from ffnbench.config.identity import NON_IDENTITY_KEYS, flatten, identity_diff
 from ffnbench.errors import FFNBenchError
 from ffnbench.fileio import CorruptRecord, read_json
 from ffnbench.result import RESULT_FILE, RunResult

@@ -13,6 +13,7 @@ from typing import Any
 
 from ffnbench.claims import ClaimResult
 from ffnbench.errors import FFNBenchError
+from ffnbench.migrate import migrate_config
 from ffnbench.report.load import Loaded, Unused, checked, classify
 from ffnbench.result import METRICS, RunResult, ffn_record, model_record, summary_key
 
@@ -52,11 +53,11 @@ def record_from_wandb(run: Any) -> RunResult:
     """A W&B run (its config is the resolved Hydra config, its summary RunResult.wandb_summary) as a RunResult,
     as far as W&B holds it; sizes are recomputed from the config with ffnbench's accounting."""
     from ffnbench.accounting import count_params
-    from ffnbench.config import model_config
+    from ffnbench.config.schema import model_config
     from ffnbench.ffn import size_ffn
     from ffnbench.tokenizer import vocab_size_for
 
-    config, summary = dict(run.config), dict(run.summary)
+    config, summary = migrate_config(dict(run.config)), dict(run.summary)
     mcfg = model_config(config, vocab_size_for(config["data"]))
     tokens_per_step = int(config["data"]["batch_size"]) * mcfg.seq_len
     # One point per step, as result.json's curve: the final validation logs the last step's point a second time.

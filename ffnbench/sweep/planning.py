@@ -10,7 +10,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf, open_dict
 
-from ffnbench.config import CONF_DIR, HARDWARE_KEYS, compose, compose_many, to_container, trainer_config, with_hardware
+from ffnbench.config.compose import CONF_DIR, compose, compose_many
+from ffnbench.config.identity import HARDWARE_KEYS, with_hardware
+from ffnbench.config.schema import to_container, trainer_config
 from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.lr_protocol import check_protocols
 from ffnbench.placement import planned_device_setup

@@ -87,7 +87,7 @@ def test_the_gpu_checks_sizes_cut_make_benchs_gpu_sizes():
 def test_gpu_check_trains_the_gpu_sweeps_own_shape():
     """The sweeps run `small` with an 8192-token BPE vocabulary (conf/experiment/_gpu.yaml), where the head and loss
     weigh; gpu-check's MFU came from Shakespeare bytes (vocab 256) alone, where the head costs nothing."""
-    from ffnbench.config import compose
+    from ffnbench.config.compose import compose
 
     model, extra = gpucheck.SWEEP_SHAPE
     sweep = compose(["experiment=activations"])

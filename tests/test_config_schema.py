@@ -1,25 +1,20 @@
-"""Config → objects: the FFN sizing default, run names, identity diffs, one-line composition errors."""
+"""Config → typed specs: the FFN sizing default, model configs and the fixed-budget arm, optimizer and trainer
+settings, each bad value one ConfigError naming its field."""
 
 import math
 
 import pytest
 
-from ffnbench.config import (
-    MAX_NAME_EXTRAS,
+from ffnbench.config.compose import compose
+from ffnbench.config.identity import identity_diff
+from ffnbench.config.schema import (
     OptimConfig,
     TrainerConfig,
-    check_overrides,
-    compose,
-    compose_many,
     ffn_spec,
-    identity_diff,
-    identity_key,
     model_config,
     optim_config,
-    run_name,
     run_seed,
     trainer_config,
-    with_hardware,
 )
 from ffnbench.errors import ConfigError
 
@@ -38,42 +33,6 @@ def test_ratios_from_the_command_line_may_be_fractions():
 def test_no_variant_chosen_is_an_error():
     with pytest.raises(ConfigError, match="ffn.act: no FFN variant chosen"):
         ffn_spec({"act": "???", "width": 4})
-
-
-def test_run_names_say_the_ffn_and_seed_and_stay_short():
-    assert run_name("swiglu", None, 4, False, 1, "none", 0, "") == "swiglu-b4-nobias-s0"
-    assert run_name("gelu", 8, None, True, 64, "tanh", 2, "optim.lr=0.01") == "gelu-w8-bias-m64-tanh-optim.lr=0.01-s2"
-    long = ",".join(f"key{i}=value{i}" for i in range(20))
-    name = run_name("relu", 2, None, False, 1, "none", 1, long)
-    assert len(name) < 40 and name.startswith("relu-w2-nobias-o") and name.endswith("-s1")
-    assert name == "relu-w2-nobias-o2b296ae52d-s1"  # a hash of the overrides: stable, so a rerun finds it
-    assert len(long) > MAX_NAME_EXTRAS
-
-
-def test_settings_that_do_not_change_a_run_are_left_out_of_its_name():
-    cfg = compose(["ffn=relu", "optim.lr=0.01", "logger=csv", "data.cache_dir=/tmp/x", "trainer.progress_bar=false"],
-                  return_hydra_config=True)
-    assert str(cfg.hydra.sweep.subdir) == "relu-b4-nobias-optim.lr=0.01-s0"
-    compiled = compose(["trainer.compile=true"], return_hydra_config=True)  # asked for by name: its own run
-    assert str(compiled.hydra.sweep.subdir) == "gelu-b4-nobias-trainer.compile=true-s0"
-    graphs = compose(["trainer.compile=true", "trainer.compile_mode=reduce-overhead"], return_hydra_config=True)
-    assert str(graphs.hydra.sweep.subdir) == \
-        "gelu-b4-nobias-trainer.compile=true-trainer.compile_mode=reduce-overhead-s0"
-
-
-def test_identity_diff_ignores_where_and_how_a_run_is_watched():
-    a = {"optim": {"lr": 0.003}, "logger": {"csv": True}, "run_dir": "/a", "trainer": {"compile": False}}
-    b = {"optim": {"lr": 0.003}, "logger": {"csv": False}, "run_dir": "/b", "trainer": {"compile": True}}
-    assert identity_diff(a, b) == {}
-    b["optim"]["lr"] = 0.01
-    assert identity_diff(a, b) == {"optim.lr": (0.003, 0.01)}
-
-
-def test_composition_errors_are_one_line():
-    with pytest.raises(ConfigError) as info:
-        compose(["ffn=nope"])
-    assert "Could not find 'ffn/nope'" in str(info.value) and "\n" not in str(info.value)
-    assert "swiglu" in str(info.value)  # the available options are listed
 
 
 def test_model_config_solves_d_model_for_a_fixed_budget():
@@ -175,20 +134,6 @@ def test_the_budget_in_steps():
     assert TrainerConfig(max_tokens=1e-9).total_steps(256) == 1
 
 
-def test_command_lines_are_composed_before_hydra_starts():
-    check_overrides(["ffn=relu", "optim.lr=0.01"])
-    check_overrides(["-m", "ffn=relu,gelu", "seed=range(0,3)"])
-    check_overrides(["--cfg", "job", "ffn=nope"])  # Hydra's own flags: Hydra answers
-    for args in (["ffn=nope"], ["-m", "ffn=relu,nope"], ["--multirun", "seed=0,1", "ffn=nope"]):
-        with pytest.raises(ConfigError, match="Could not find 'ffn/nope'") as info:
-            check_overrides(args)
-        assert "\n" not in str(info.value)
-    with pytest.raises(ConfigError, match="Could not override 'optim.nope'"):
-        check_overrides(["optim.nope=1"])
-    with pytest.raises(ConfigError, match="seed=0,1"):  # a sweep without -m
-        check_overrides(["seed=0,1"])
-
-
 def test_the_fixed_budget_arm_must_come_close_to_its_budget():
     from ffnbench.accounting import count_params, solve_d_model
 
@@ -232,7 +177,7 @@ def test_ffn_init_is_part_of_a_runs_identity_and_name():
 
 def test_a_budget_in_tokens_per_parameter_counts_the_textbook_model_for_every_variant():
     """d=64, 4 layers: attention 4·64²+4·64, a 4·d GELU FFN 2·64·256, two LayerNorms 4·64 per block, a final one."""
-    from ffnbench.config import reference_params, trainer_config
+    from ffnbench.config.schema import reference_params, trainer_config
 
     expected = 4 * (4 * 64 * 64 + 4 * 64 + 2 * 64 * 256 + 4 * 64) + 2 * 64
     for variant in (["ffn=gelu"], ["ffn=swiglu"], ["ffn=relu", "ffn.width=8"], ["ffn=gelu", "ffn.bias=true"]):
@@ -246,35 +191,10 @@ def test_a_budget_in_tokens_per_parameter_counts_the_textbook_model_for_every_va
 
 
 def test_a_non_positive_tokens_per_parameter_is_refused():
-    from ffnbench.config import trainer_config
+    from ffnbench.config.schema import trainer_config
 
     with pytest.raises(ConfigError, match="trainer.tokens_per_param"):
         trainer_config(compose(["trainer.tokens_per_param=0"]).trainer)
-
-
-def test_the_resolved_device_and_precision_are_part_of_a_runs_identity():
-    """What a run resolves `auto` to is stored in its config (run_config.json, the checkpoint's fingerprint,
-    result.json) and decides identity: a CPU fp32 run and a GPU bf16 run of the same settings are not the same
-    run. Records from before it was stored say auto: ffnbench ran only on CPUs then, so auto was cpu / 32-true."""
-    cpu = with_hardware({"trainer": {"accelerator": "auto", "precision": "auto"}}, "cpu", "32-true")
-    gpu = with_hardware({"trainer": {"accelerator": "auto", "precision": "auto"}}, "gpu", "bf16-mixed")
-    assert cpu["trainer"] == {"accelerator": "cpu", "precision": "32-true"}
-    assert identity_diff(cpu, gpu) == {"trainer.accelerator": ("cpu", "gpu"),
-                                       "trainer.precision": ("32-true", "bf16-mixed")}
-    assert identity_diff(cpu, with_hardware(cpu, "cpu", "bf16-mixed")) == {
-        "trainer.precision": ("32-true", "bf16-mixed")}
-    old = {"trainer": {"accelerator": "auto", "precision": "auto"}}  # an old record
-    assert identity_diff(old, cpu) == {} and identity_diff(old, {"trainer": {"accelerator": "cpu"}}) == {}
-    assert identity_diff({"trainer": {}}, cpu) == {}  # older still: no such keys
-    assert set(identity_diff(old, gpu)) == {"trainer.accelerator", "trainer.precision"}
-    assert identity_diff({"trainer": {"precision": 32}}, cpu) == {}  # Lightning's short name is the same precision
-    assert identity_diff({"trainer": {"deterministic": False}}, {"trainer": {}}) == {}  # missing = the default
-    assert identity_diff({"trainer": {"deterministic": True}}, {"trainer": {}}) == {
-        "trainer.deterministic": (True, False)}
-    # the device is still left out of run directory names: a GPU rerun of a CPU sweep meets its directories
-    # and is refused there, naming the difference
-    named = compose(["trainer.accelerator=cpu"], return_hydra_config=True)
-    assert str(named.hydra.sweep.subdir) == "gelu-b4-nobias-s0"
 
 
 def test_deterministic_is_a_checked_trainer_setting():
@@ -282,49 +202,6 @@ def test_deterministic_is_a_checked_trainer_setting():
     assert trainer_config(compose(["trainer.deterministic=true"]).trainer).deterministic is True
     with pytest.raises(ConfigError, match="^trainer.deterministic: expected true or false, got 'yes'"):
         trainer_config(compose(["trainer.deterministic=yes"]).trainer)
-
-
-def test_identity_key_is_equal_exactly_when_identity_diff_finds_nothing():
-    """tuning.tuning_group matches configs by identity_key instead of comparing every pair with identity_diff; the
-    two must agree on every case identity_diff handles: ignored keys, defaults of missing keys, old records'
-    trainer keys, 1 = 1.0, nested lists."""
-    cpu = with_hardware({"trainer": {"accelerator": "auto", "precision": "auto"}}, "cpu", "32-true")
-    gpu = with_hardware({"trainer": {"accelerator": "auto", "precision": "auto"}}, "gpu", "bf16-mixed")
-    base = compose(["ffn=swiglu"])
-    from omegaconf import OmegaConf
-
-    full = OmegaConf.to_container(base, resolve=True)
-    configs = [
-        cpu, gpu, {"trainer": {"accelerator": "auto", "precision": "auto"}}, {"trainer": {}},
-        {"trainer": {"precision": 32}}, {"trainer": {"deterministic": False}}, {"trainer": {"deterministic": True}},
-        {"optim": {"lr": 0.001}}, {"optim": {"lr": 0.002}}, {"optim": {"lr": 1}}, {"optim": {"lr": 1.0}},
-        {"seed": 0, "logger": {"name": "csv"}}, {"seed": 0, "logger": {"name": "wandb"}}, {"seed": 1},
-        {"ffn": {"width": [1, 2]}}, {"ffn": {"width": [1, 3]}}, {"ffn": {"width": (1, 2)}}, {"ffn": {"width": [[1]]}},
-        {"ffn": {"width": None}}, {"ffn": {}}, {"ffn": {"width": 4}}, full,
-        {**full, "seed": full["seed"] + 1},
-    ]
-    for ignore in ((), ("seed",), ("optim.lr", "seed")):
-        for a in configs:
-            for b in configs:
-                same = not identity_diff(a, b, ignore=("logger", *ignore))
-                assert (identity_key(a, ignore=("logger", *ignore)) == identity_key(b, ignore=("logger", *ignore))) \
-                    == same, (a, b, ignore)
-    assert identity_key(base) == identity_key(full)  # a composed config keys as its plain container
-
-
-def test_compose_many_with_a_cache_composes_each_override_list_once_and_hands_out_copies(monkeypatch):
-    import hydra
-
-    calls = []
-    real = hydra.compose
-    monkeypatch.setattr(hydra, "compose", lambda **kw: calls.append(kw["overrides"]) or real(**kw))
-    cache: dict = {}
-    first = compose_many([["ffn=relu"], ["ffn=gelu"], ["ffn=relu"]], cache=cache)
-    again = compose_many([["ffn=gelu"], ["seed=3"]], cache=cache)
-    assert calls == [["ffn=relu"], ["ffn=gelu"], ["seed=3"]]
-    assert [c.ffn.act for c in first] == ["relu", "gelu", "relu"] and again[1].seed == 3
-    first[0].seed = 99  # a copy: what the cache holds is untouched
-    assert compose_many([["ffn=relu"]], cache=cache)[0].seed != 99 and len(calls) == 3
 
 
 def test_init_qk_norm_and_z_loss_are_read_and_default_to_todays_runs():
@@ -348,22 +225,6 @@ def test_init_qk_norm_and_z_loss_are_read_and_default_to_todays_runs():
         model_config(compose(["model.qk_norm=true", "model.n_head=64"]), 256)
 
 
-def test_a_record_from_before_init_qk_norm_and_z_loss_is_the_same_run_as_todays_default():
-    from omegaconf import OmegaConf
-
-    today = OmegaConf.to_container(compose([]), resolve=True)
-    before = {**today, "model": {k: v for k, v in today["model"].items() if k not in ("init", "qk_norm")},
-              "optim": {k: v for k, v in today["optim"].items() if k != "z_loss"}}
-    assert "init" in today["model"] and "z_loss" in today["optim"]
-    assert identity_diff(before, today) == {} and identity_key(before) == identity_key(today)
-    for override, key, then, now in (("model.init=fan_in", "model.init", "gpt2", "fan_in"),
-                                     ("model.qk_norm=true", "model.qk_norm", False, True),
-                                     ("optim.z_loss=1e-4", "optim.z_loss", 0.0, 1e-4)):
-        other = OmegaConf.to_container(compose([override]), resolve=True)
-        assert identity_diff(before, other) == {key: (then, now)}, override
-        assert identity_key(before) != identity_key(other), override
-
-
 def test_a_fixed_budget_counts_qk_norms():
     """A budget between d_model 64 and 68 (mini: 4 layers of 4 heads), a little nearer 68 without QK-norm; the
     QK-norms' 4·2·2·16 parameters at 64 tip it to 64."""
@@ -380,3 +241,15 @@ def test_a_fixed_budget_counts_qk_norms():
     budget = ["model=mini", f"model.non_embedding_params={target}", "model.max_budget_mismatch=0.5"]
     assert model_config(compose(budget), 256).d_model == 68
     assert model_config(compose([*budget, "model.qk_norm=true"]), 256).d_model == 64
+
+
+def test_a_run_spec_reads_the_whole_config_once():
+    from ffnbench.config.schema import reference_params, run_spec
+
+    cfg = compose(["ffn=swiglu", "seed=3", "trainer.tokens_per_param=5", "optim.lr=0.01"])
+    spec = run_spec(cfg, 256)
+    assert (spec.model, spec.optim, spec.trainer, spec.seed, spec.reference_params) == (
+        model_config(cfg, 256), optim_config(cfg.optim), trainer_config(cfg.trainer), 3, reference_params(cfg))
+    assert spec.total_steps(2048) == trainer_config(cfg.trainer).total_steps(2048, reference_params(cfg))
+    with pytest.raises(ConfigError, match="^seed: must be an integer ≥ 0"):
+        run_spec(compose(["seed=-1"]), 256)

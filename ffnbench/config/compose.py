@@ -1,0 +1,125 @@
+"""Hydra composition: the config `python -m ffnbench.train <overrides>` runs with (compose, compose_many), the
+check of a command line before Hydra runs it (check_overrides), and the resolvers conf/ uses: a run's directory
+name (run_name) and the overrides it leaves out (NAME_EXCLUDE_KEYS)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from ffnbench.config.identity import NON_IDENTITY_KEYS
+from ffnbench.config.schema import ffn_spec
+from ffnbench.errors import ConfigError
+from ffnbench.placement import visible_gpu_count
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+# The overrides a run's directory name leaves out: the FFN and the seed (the name's label says them) and
+# whatever does not change what a run computes (NON_IDENTITY_KEYS). Hydra reads this list through the
+# `name_exclude_keys` resolver (conf/train.yaml: hydra.job.config.override_dirname.exclude_keys).
+# trainer.compile (and its mode) stay in the name: it may resume an eager run, but asked for by name it is a run
+# of its own. trainer.accelerator is part of a run's identity (as resolved: HARDWARE_KEYS) but not of its name:
+# `auto` and what it resolves to name the same run, and a run of another device meets the directory and is
+# refused there.
+NAME_EXCLUDE_KEYS = ("seed", "experiment", "ffn", "ffn.act", "ffn.width", "ffn.budget", "ffn.bias",
+                     "ffn.multiple_of", "ffn.approximate", "trainer", "trainer.accelerator",
+                     *(k for k in NON_IDENTITY_KEYS if k not in ("trainer.compile", "trainer.compile_mode")),
+                     # Hydra excludes exact keys: the blocks above by their settings, which a preset's grid may set
+                     "lr_protocol.robust", "lr_protocol.min_lrs", "lr_protocol.min_seeds", "lr_protocol.bracket_cap",
+                     "instability.plateau_margin", "instability.plateau_after", "instability.spike_margin")
+MAX_NAME_EXTRAS = 80  # longer override lists are replaced by a hash: file names have limits
+
+
+def run_name(act, width, budget, bias, multiple_of, approximate, seed, override_dirname="") -> str:
+    """The directory name of a run: what its FFN is, any other overrides, and its seed —
+    e.g. `swiglu-b4-nobias-s0` or `gelu-w4-bias-optim.lr=0.003-s1`. Never a timestamp, so a rerun of the
+    same sweep finds its runs again."""
+    try:
+        spec = ffn_spec({"act": act, "width": width, "budget": budget, "bias": bias,
+                         "multiple_of": multiple_of, "approximate": approximate})
+        label = spec.label
+    except ConfigError:
+        label = f"{act}-invalid"  # the run itself reports the error; the name only has to exist
+    extras = str(override_dirname or "").replace("/", "_").replace(",", "-").replace(" ", "")
+    if len(extras) > MAX_NAME_EXTRAS:
+        extras = "o" + hashlib.blake2b(extras.encode(), digest_size=5).hexdigest()
+    return f"{label}{'-' + extras if extras else ''}-s{seed}"
+
+
+def register_resolvers() -> None:
+    """The resolvers conf/ uses, registered once per process (importing this module does it)."""
+    if not OmegaConf.has_resolver("visible_gpus"):  # conf/hydra/launcher/local.yaml: the GPUs of this machine
+        OmegaConf.register_new_resolver("visible_gpus", visible_gpu_count)
+    if not OmegaConf.has_resolver("run_name"):
+        OmegaConf.register_new_resolver("run_name", run_name)
+    if not OmegaConf.has_resolver("name_exclude_keys"):
+        OmegaConf.register_new_resolver("name_exclude_keys", lambda: list(NAME_EXCLUDE_KEYS))
+
+
+register_resolvers()
+
+
+def compose(overrides: Sequence[str] = (), config_name: str = "train", return_hydra_config: bool = False) -> DictConfig:
+    """The config `python -m ffnbench.train <overrides>` would run with (with `return_hydra_config`, also its
+    `hydra` node: run and sweep directories, launcher, sweeper)."""
+    return compose_many([overrides], config_name, return_hydra_config)[0]
+
+
+def compose_many(override_lists: Iterable[Sequence[str]], config_name: str = "train",
+                 return_hydra_config: bool = False, cache: dict | None = None) -> list[DictConfig]:
+    """`compose` for many override lists (a sweep's jobs), with one Hydra initialisation for all of them.
+
+    `cache`: a dict the caller keeps, to compose an override list it has composed before only once (a sweep plans
+    its jobs again after the lr-tuning stage; a composition takes a Hydra second or so). Each call gets a copy."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    cache = {} if cache is None else cache
+    lists = [tuple(overrides) for overrides in override_lists]
+    try:
+        todo = [o for o in dict.fromkeys(lists) if (config_name, return_hydra_config, o) not in cache]
+        if todo:
+            with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+                for overrides in todo:
+                    cache[config_name, return_hydra_config, overrides] = hydra_compose(
+                        config_name=config_name, overrides=list(overrides), return_hydra_config=return_hydra_config)
+        return [copy.deepcopy(cache[config_name, return_hydra_config, o]) for o in lists]
+    except (HydraException, OmegaConfBaseException) as e:
+        # One line: Hydra's message spans several (the options of a group, the search path).
+        raise ConfigError(" ".join(str(e).split("\nConfig search path")[0].split())) from None
+
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+def check_overrides(args: Sequence[str]) -> None:
+    """Compose the command line of `python -m ffnbench.train [-m] <overrides>` as Hydra will, so that an override
+    Hydra cannot apply (an unknown option of a config group, a key that does not exist, a typo in the syntax)
+    is a one-line ConfigError before Hydra prints its own multi-line one. With -m, each value of a sweep override
+    is composed with the other (fixed) overrides. A command line with Hydra's other flags (--help, --cfg, -cn,
+    ...) is left to Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
+        return
+    overrides = [a for a in args if a not in MULTIRUN_FLAGS]
+    if not any(a in MULTIRUN_FLAGS for a in args):
+        compose(overrides, return_hydra_config=True)
+        return
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as e:
+        raise ConfigError(" ".join(str(e).split())) from None
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    jobs = [fixed]
+    for o in parsed:
+        if o.is_choice_sweep() or o.is_range_sweep():  # a glob's options are known to Hydra's loader only
+            jobs += [[*fixed, f"{o.get_key_element()}={v}"] for v in o.sweep_string_iterator()]
+    compose_many(jobs, return_hydra_config=True)
