@@ -147,6 +147,18 @@ def test_report_rebuilt_from_its_results_jsonl_has_the_same_claims_and_records(s
            f"{tmp_path / 'published' / 'results.jsonl'}`" in rebuilt
 
 
+def test_a_report_rebuilt_in_place_leaves_its_published_results_jsonl_as_it_was(sweep, tmp_path):
+    root, _ = sweep
+    published = tmp_path / "results.jsonl"
+    lines = (root / "results.jsonl").read_text().splitlines(keepends=True)
+    old = json.loads(lines[0])
+    old["schema"] = 1  # a record of an earlier schema: read through ffnbench.migrate, never rewritten
+    published.write_text(json.dumps(old) + "\n" + "".join(lines[1:]))
+    before = published.read_bytes()
+    report.write_report(published, bench_files=[])
+    assert published.read_bytes() == before and (tmp_path / "REPORT.md").exists()
+
+
 def test_one_seed_sweep_has_no_intervals_and_no_trained_verdicts(tmp_path):
     root = write_sweep(tmp_path / "one", sweep_records(seeds=(0,)))
     text = report.write_report(root, bench_files=[]).read_text()

@@ -31,7 +31,11 @@ def build(loaded: Loaded, out_dir: Path, source_arg: str,
     out_dir.mkdir(parents=True, exist_ok=True)
     results = evaluate_claims(loaded.runs, bench_files)
     figures = draw_figures(loaded.runs, out_dir / FIGURES_DIR)
-    write_results(loaded.runs, out_dir / RESULTS_FILE)
+    results_path = out_dir / RESULTS_FILE
+    if not (results_path.exists() and Path(str(loaded.source)).resolve() == results_path.resolve()):
+        # a report rebuilt from a published results.jsonl leaves that file as published (its records may be of an
+        # earlier schema, read through ffnbench.migrate)
+        write_results(loaded.runs, results_path)
     if loaded.manifest and not (out_dir / SWEEP_MANIFEST).exists():  # a published copy keeps its sweep's command
         write_json_atomic(out_dir / SWEEP_MANIFEST, loaded.manifest)
     path = out_dir / REPORT_FILE
