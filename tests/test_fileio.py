@@ -77,27 +77,18 @@ def test_data_that_is_not_json_fails_before_the_file_is_touched(tmp_path):
 
 
 @WRITERS
-def test_a_failed_rename_leaves_the_old_file(old_file, monkeypatch, write):
+@pytest.mark.parametrize(("call", "error", "message"), [
+    ("replace", OSError(errno.EXDEV, "Invalid cross-device link"), "cross-device"),  # the rename
+    ("fsync", OSError(errno.EIO, "Input/output error"), "Input/output error"),
+])
+def test_a_failed_rename_or_fsync_leaves_the_old_file(old_file, monkeypatch, write, call, error, message):
     path, before = old_file
 
-    def rename_fails(src, dst):
-        raise OSError(errno.EXDEV, "Invalid cross-device link")
+    def fails(*args):
+        raise error
 
-    monkeypatch.setattr(os, "replace", rename_fails)
-    with pytest.raises(OSError, match="cross-device"):
-        write(path, NEW)
-    assert_untouched(path, before)
-
-
-@WRITERS
-def test_a_failed_fsync_leaves_the_old_file(old_file, monkeypatch, write):
-    path, before = old_file
-
-    def fsync_fails(fd):
-        raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(os, "fsync", fsync_fails)
-    with pytest.raises(OSError, match="Input/output error"):
+    monkeypatch.setattr(os, call, fails)
+    with pytest.raises(OSError, match=message):
         write(path, NEW)
     assert_untouched(path, before)
 
