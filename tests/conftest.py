@@ -79,3 +79,22 @@ def hold_run():
     for process in processes:
         process.kill()
         process.wait()
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    """The data cache of the micro training runs (tests/test_train.py, tests/integration/): built once a process."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="session")
+def finished(cache_dir, tmp_path_factory):
+    """One uninterrupted micro run that several tests compare against, and the batches it trained on: (RunResult,
+    run directory, step → rows). Session-scoped so that the test files that compare against it share one run."""
+    from micro_runs import RecordBatches, micro
+
+    from ffnbench.train import train
+
+    run_dir = tmp_path_factory.mktemp("runs") / "reference"
+    batches = RecordBatches()
+    return train(micro(cache_dir, run_dir), callbacks=[batches]), run_dir, batches.rows
