@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import torch
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.loggers.logger import rank_zero_experiment
@@ -97,7 +96,7 @@ def log_row(trainer, metrics: Mapping[str, Any], step: int) -> None:
     """One row of training metrics to every logger of the run, at `step`, as Lightning's logger connector writes its
     own rows (numbers, the epoch added), without going through `LightningModule.log`: that costs a deep copy of the
     metric's state per call, hundreds of microseconds, and keeps the values in a collection that Lightning then walks
-    after every step, logged or not. Tensors become numbers here: on a GPU, the logging step's host sync. Unlike
+    after every step, logged or not. The values are numbers already (the module reads them: ffnbench.readout). Unlike
     Lightning's connector it does not save the loggers after each row (metrics.csv would be appended to every logging
     step): the CSV logger writes its rows by itself at a row whose step + 1 is a multiple of 100, and every checkpoint
     (callbacks.PeriodicCheckpoint) and the run's end save them all, so a resumed run's file holds every row up to its
@@ -105,10 +104,10 @@ def log_row(trainer, metrics: Mapping[str, Any], step: int) -> None:
 
     Args:
         trainer: the Lightning Trainer; its loggers and current epoch.
-        metrics: name → number or 0-d tensor.
+        metrics: name → number.
         step: the optimizer step the row belongs to (metrics.csv's `step`, wandb's trainer/global_step).
     """
-    row = {k: v.item() if isinstance(v, torch.Tensor) else v for k, v in metrics.items()}
+    row = dict(metrics)
     row.setdefault("epoch", trainer.current_epoch)
     for logger in trainer.loggers:
         logger.log_metrics(row, step=step)

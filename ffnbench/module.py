@@ -161,7 +161,7 @@ class LMModule(L.LightningModule):
         bookkeeping, the validation and checkpoint checks) is paid once per k steps. manual_backward and the
         LightningOptimizer keep the precision plugin (loss scaling) and DDP (a gradient all-reduce per backward)."""
         optimizer, scheduler = self.optimizers(), self.lr_schedulers()
-        if self._settle():  # the previous batch's row (deferred reads) said the loss stopped being finite
+        if self.settle():  # the previous batch's row (deferred reads) said the loss stopped being finite
             return
         # Lightning runs training_step under the precision's autocast (bf16/fp16 on a GPU); its automatic optimization
         # ran backward and the optimizer step outside it, and so does this loop.
@@ -217,9 +217,10 @@ class LMModule(L.LightningModule):
             else:
                 log_row(self.trainer, row.read(), self._row_step)
 
-    def _settle(self) -> bool:
+    def settle(self) -> bool:
         """Read and write the row a deferred batch left (a batch later the device is long past it: no wait), and
-        act on its loss. Every rank settles at the same point of its loop. Returns whether the run diverged."""
+        act on its loss. Every rank settles at the same point of its loop (train() settles once more after fit, so
+        the record has every loss whatever stopped it). Returns whether the run diverged."""
         if self._pending is None:
             return False
         (step, row), self._pending = self._pending, None
@@ -229,14 +230,10 @@ class LMModule(L.LightningModule):
         return "train/loss" in values and self._record_loss(step, values["train/loss"], bad)
 
     def on_validation_start(self) -> None:
-        self._settle()  # the training rows come before the validation's, as the steps do
+        self.settle()  # the training rows come before the validation's, as the steps do
 
     def on_train_end(self) -> None:
-        self._settle()
-
-    def settle(self) -> None:
-        """Write a row still pending (train() calls it once fit returns or fails, so the record has every loss)."""
-        self._settle()
+        self.settle()
 
     def _diverge(self, why: str) -> None:
         if self.status != "diverged":  # the first cause: a NaN loss leaves the validation that follows NaN too
@@ -367,7 +364,7 @@ class LMModule(L.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # The checkpoint holds every logging step's loss up to its step: with deferred reads, the previous batch's row
         # and this batch's loss (a checkpoint waits for the device anyway: it copies the weights to the host).
-        self._settle()
+        self.settle()
         if self._defer and "train/loss" in self._row:
             self._record_loss(self._row_step, float(self._row["train/loss"]), 0)
         checkpoint["ffnbench"] = {
