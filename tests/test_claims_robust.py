@@ -3,24 +3,11 @@ C4 (loss(gelu) − loss(swiglu), supported when GELU is better): lr-robust or lr
 init-dependent, length-robust or early-training (shrunk, or a sign change), optimum not bracketed; and the checks
 that could not be made are named."""
 
-from fixtures.report.synthetic import make_record
+from fixtures.report.synthetic import GRID, make_record
+from fixtures.report.synthetic import tuned_arm as arm
 
 from ffnbench.claims import Run, evaluate
 from ffnbench.stats.verdicts import INCONCLUSIVE, SUPPORTED
-
-GRID = (1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2)
-WIGGLE = {"gelu": (0.0, 0.002, 0.001), "swiglu": (0.001, 0.0, 0.002)}  # seeds differ a little, and differently
-
-
-def arm(act: str, tuning: tuple[float, ...], judged: float, config: dict | None = None, lrs=GRID) -> list[dict]:
-    """A variant's tuning runs (seeds 7-9, one loss per lr of `lrs`) and its judged runs (seeds 0-2, around
-    `judged`) at the lr its tuning runs choose (the lowest loss)."""
-    config = config or {}
-    chosen = lrs[min(range(len(lrs)), key=lambda i: tuning[i])]
-    out = [make_record(act, s, loss + 0.001 * (s - 7), lr=lr, config={"tuning": True, **config})
-           for s in (7, 8, 9) for lr, loss in zip(lrs, tuning)]
-    return out + [make_record(act, s, judged + WIGGLE[act][s], lr=chosen, config=config) for s in (0, 1, 2)]
-
 
 # SwiGLU better than GELU at every lr, each best at 0.004: a robust ranking
 RELU = (3.40, 3.20, 3.10, 3.15, 3.30)

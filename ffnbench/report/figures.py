@@ -13,6 +13,8 @@ from ffnbench.lr_protocol import best_lr, median_losses
 from ffnbench.report.comparisons import mean_of, primary_runs, variant_order
 from ffnbench.report.instabilities import kinds_of
 from ffnbench.report.lrgrid import families, figure_name, grid_lrs, plotted
+from ffnbench.report.regime import FIGURE as REGIME_FIGURE
+from ffnbench.report.regime import HEADLINE, regime, what
 from ffnbench.stats.intervals import Summary, summarize
 
 FIGURES_DIR = "figures"  # under the report's folder; REPORT.md links the files by this path
@@ -277,6 +279,35 @@ def fig_lr_curves(runs: list[Run], out: Path) -> list[tuple[str, str]]:
 # A figure drawer returns its file's name (None: not drawn), or (what, file) for each of several files: those are
 # captioned "<caption>: <what>".
 Drawer = Callable[[list[Run], Path], str | list[tuple[str, str]] | None]
+def fig_regime(runs: list[Run], out: Path) -> str | None:
+    """A panel per headline difference (report.regime), a row per (size, length, init) cell: the best-vs-best value
+    with its 95% interval, the textbook's side of 0 shaded."""
+    cells, found = regime(runs)
+    if len(cells) < 2:  # one setting: the matched-budget figure shows it
+        return None
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(HEADLINE), figsize=(4.2 * len(HEADLINE), 0.5 * len(cells) + 1.8), sharey=True,
+                             squeeze=False)
+    for ax, pair in zip(axes[0], HEADLINE, strict=True):
+        shown = [(y, found[(cell, pair)].diff) for y, cell in enumerate(cells)
+                 if (cell, pair) in found and found[(cell, pair)].diff.mean is not None]
+        below = [d.mean - d.ci_low if d.has_ci else 0.0 for _, d in shown]
+        above = [d.ci_high - d.mean if d.has_ci else 0.0 for _, d in shown]
+        ax.errorbar([d.mean for _, d in shown], [y for y, _ in shown], xerr=[below, above], fmt="o", capsize=3,
+                    color="tab:blue")
+        left = min([d.mean - b for (_, d), b in zip(shown, below, strict=True)] + [0.0])
+        right = max([d.mean + a for (_, d), a in zip(shown, above, strict=True)] + [0.0])
+        pad = max(right - left, 0.02) * 0.08
+        ax.set_xlim(left - pad, right + pad)
+        ax.axvspan(0, right + pad, color="tab:green", alpha=0.08)
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.set_title(f"{what(*pair)}\n(> 0, shaded: the textbook's order)", fontsize=9)
+        ax.set_xlabel("nats/token, 95% CI")
+    axes[0][0].set_yticks(range(len(cells)), [c.label for c in cells], fontsize=7)
+    axes[0][0].set_ylim(len(cells) - 0.5, -0.5)  # the first cell (the deciding setting) on top
+    return _save(fig, out, REGIME_FIGURE)
+
+
 LR_CURVES_CAPTION = ("Final validation loss against lr, per comparison family: a dot per tuning seed (x: a run with "
                      "a plateau or a spike; a triangle at the top edge: a diverged seed, which has no loss, ×k: k "
                      "seeds), the median over seeds as a line (broken where half or more diverged), the chosen lr "
@@ -289,6 +320,7 @@ FIGURES: tuple[tuple[str, Drawer], ...] = (
     ("Validation curves", fig_curves),
     ("Zero fraction and dead units (C5, C6)", fig_sparsity),
     ("Throughput per variant (C7, C9)", fig_throughput),
+    ("Regime: each headline difference, best-vs-best, in every (size, length, init) cell", fig_regime),
     (LR_CURVES_CAPTION, fig_lr_curves),
 )
 

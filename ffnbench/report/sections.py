@@ -28,6 +28,7 @@ from ffnbench.report.load import RESULTS_FILE, Loaded, Unused, first_line
 from ffnbench.report.lrgrid import lrgrid_section
 from ffnbench.report.lrs import lr_section
 from ffnbench.report.method import method_section
+from ffnbench.report.regime import regime_section
 from ffnbench.stats.intervals import Paired
 from ffnbench.stats.power import SEEDS_CAP, minimal_detectable_effect, seeds_for_halfwidth, seeds_needed
 from ffnbench.tables import fmt, markdown_table
@@ -48,6 +49,7 @@ def render(loaded: Loaded, results: list[ClaimResult], figures: list[tuple[str, 
     lines = [f"# ffnbench report: {title}", "", summary_paragraph(loaded, results), ""]
     lines += method_section(results, loaded.runs)
     lines += claims_section(results)
+    lines += regime_section(loaded.runs)
     lines += lr_section(loaded.runs)
     lines += instability_section(loaded.runs)
     lines += lrgrid_section(loaded.runs)

@@ -1,0 +1,94 @@
+"""The regime view: each headline difference, best-vs-best, in every (size, training length, init) cell the sweep ran.
+
+A claim's verdict is decided in one setting and checked against the others (claims.robust); this view puts the
+numbers of every cell side by side, so that one look shows where the textbook ordering appears and where it does
+not. Each difference is signed so that a positive value is the textbook's order (the first-named variant has the
+higher loss). A cell's value is the comparison the claims use there: each side at the lr its tuning runs chose,
+judged on fresh seeds (pairing.compare_sides), with the claims' interval."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ffnbench.claims.claim import Observations
+from ffnbench.claims.pairing import FRESH_SEEDS, Comparison, act_is, compare_sides, matched_key
+from ffnbench.claims.runs import Run, Setting
+
+# (a, b): the difference loss(b) − loss(a), which the textbooks say is positive (b is the worse FFN)
+HEADLINE: tuple[tuple[str, str], ...] = (("gelu", "relu"), ("swiglu", "gelu"), ("gelu", "linear"))
+BUDGET = 4  # the textbook's matched budget: the parameters of a 4·d_model ungated FFN
+FIGURE = "regime.png"
+
+
+def what(a: str, b: str) -> str:
+    return f"loss({b}) − loss({a})"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (size, length, init, stability options) setting, in words and in sort order."""
+
+    setting: Setting
+
+    def factor(self, name: str):
+        return dict(self.setting).get(name)
+
+    @property
+    def label(self) -> str:
+        s = dict(self.setting)
+        words = [f"{s.get('model.name')} (d {s.get('model.d_model')}, {s.get('model.n_layer')} layers)",
+                 f"{s.get('trainer.tokens_per_param') or 0:g} tok/param", f"{s.get('model.init') or 'gpt2'} init"]
+        if s.get("model.qk_norm") or s.get("optim.z_loss"):
+            words.append(f"qk-norm, z-loss {s.get('optim.z_loss') or 0:g}")
+        return ", ".join(words)
+
+
+def _in_view(c: Comparison) -> bool:
+    """A best-vs-best comparison on fresh seeds at the textbook budget and FFN (no bias, no rounding, GPT-2's FFN
+    init), in a model sized by its d_model (not solved for a fixed budget)."""
+    s = dict(c.key.setting)
+    return (c.best_lr and c.protocol == FRESH_SEEDS and c.key.budget == BUDGET and not c.key.bias
+            and c.key.multiple_of == 1 and s.get("model.ffn_init") in (None, "gpt2")
+            and s.get("model.non_embedding_params") is None)
+
+
+def regime(runs: list[Run]) -> tuple[list[Cell], dict[tuple[Cell, tuple[str, str]], Comparison]]:
+    """The cells (the sweep's base setting first, then by size, length, init) and each headline pair's
+    comparison in them."""
+    found: dict[tuple[Cell, tuple[str, str]], Comparison] = {}
+    for a, b in HEADLINE:
+        for c in compare_sides(runs, act_is(a), act_is(b), matched_key, (a, b)):
+            if _in_view(c):
+                found[(Cell(c.key.setting), (a, b))] = c
+    cells = sorted({cell for cell, _ in found}, key=lambda cl: (
+        bool(cl.factor("model.qk_norm")), cl.factor("model.d_model") or 0, cl.factor("trainer.tokens_per_param") or 0,
+        str(cl.factor("model.init"))))
+    base = Cell(Observations.of(runs).base_setting)  # where the verdicts are decided: first
+    return ([base] if base in cells else []) + [cl for cl in cells if cl != base], found
+
+
+def _cell_text(c: Comparison | None) -> str:
+    if c is None or c.diff.mean is None:
+        return "–"
+    d = c.diff
+    ci = f" [{d.ci_low:+.3f}, {d.ci_high:+.3f}]" if d.has_ci else " (no interval)"
+    return f"{d.mean:+.3f}{ci}, n = {d.n}"
+
+
+def regime_section(runs: list[Run]) -> list[str]:
+    """REPORT.md's regime table: a row per cell, a column per headline difference (empty when no cell has one)."""
+    cells, found = regime(runs)
+    if len(cells) < 2:  # one setting: the claims' table already holds its numbers
+        return []
+    head = " | ".join(what(a, b) for a, b in HEADLINE)
+    lines = ["## Regime: the headline differences in every setting", "",
+             "Each headline difference, each side at its own tuned lr and judged on fresh seeds, in every (size, "
+             "training length, init) cell the sweep ran: nats/token, 95% interval, seeds. **Positive is the "
+             "textbook's order** (GELU beats ReLU, SwiGLU beats GELU, a nonlinearity beats none). The first row is "
+             "the setting the verdicts are decided in; the claims' robustness labels compare against the others. "
+             f"Figure: `figures/{FIGURE}`.", "",
+             f"| setting | {head} |", "|---|" + "---|" * len(HEADLINE)]
+    for cell in cells:
+        lines.append(f"| {cell.label} | " + " | ".join(_cell_text(found.get((cell, pair))) for pair in HEADLINE)
+                     + " |")
+    return [*lines, ""]

@@ -1,0 +1,60 @@
+"""The regime view (ffnbench.report.regime): each headline difference, best-vs-best, in every (size, length, init)
+cell, signed so that positive is the textbook's order, the base setting first; nothing shown for one setting."""
+
+from fixtures.report.synthetic import tuned_arm as arm
+
+from ffnbench.claims import Run
+from ffnbench.report.figures import fig_regime
+from ffnbench.report.regime import regime, regime_section
+
+CURVE = (3.40, 3.20, 3.10, 3.15, 3.30)  # every variant's tuning losses: each is best at 0.004
+SHORT, LONG, FAN_IN = {"trainer.tokens_per_param": 6}, {"trainer.tokens_per_param": 24}, {"model.init": "fan_in"}
+
+
+def runs_of(*records: list[dict]) -> list[Run]:
+    return [Run.from_record(r) for rs in records for r in rs]
+
+
+def cell(gelu: float, swiglu: float, relu: float | None = None, config: dict | None = None) -> list[dict]:
+    """Judged losses of one cell's variants (linear always 0.2 worse than gelu), all tuned on the same curve."""
+    config = {**SHORT, **(config or {})}
+    out = arm("gelu", CURVE, gelu, config) + arm("swiglu", CURVE, swiglu, config) + arm("linear", CURVE, gelu + 0.2,
+                                                                                        config)
+    return out + (arm("relu", CURVE, relu, config) if relu is not None else [])
+
+
+def test_one_setting_shows_no_regime(tmp_path):
+    runs = runs_of(cell(3.10, 3.00, relu=3.20))
+    assert len(regime(runs)[0]) == 1
+    assert regime_section(runs) == [] and fig_regime(runs, tmp_path) is None
+
+
+def test_every_cell_gets_each_headline_difference_signed_as_the_textbook_orders_it(tmp_path):
+    base = cell(3.10, 3.00, relu=3.20)  # the textbook's order: relu > gelu > swiglu, linear > gelu
+    reversed_init = cell(3.00, 3.10, relu=2.95, config=FAN_IN)  # under fan_in: swiglu and gelu swap, relu wins
+    longer = cell(3.05, 3.00, config=LONG)  # no relu at 4× tokens
+    runs = runs_of(base, reversed_init, longer)
+    cells = regime(runs)[0]
+    labels = [c.label for c in cells]
+    assert labels[0].endswith("6 tok/param, gpt2 init")  # the base setting first
+    assert any("24 tok/param, gpt2 init" in x for x in labels) and any("6 tok/param, fan_in init" in x for x in labels)
+    assert len(cells) == 3
+
+    section = "\n".join(regime_section(runs))
+    assert "| setting | loss(relu) − loss(gelu) | loss(gelu) − loss(swiglu) | loss(linear) − loss(gelu) |" in section
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in section.splitlines() if "tok/param" in line}
+    base_row = next(v for k, v in rows.items() if "6 tok/param, gpt2" in k)
+    cols = base_row.split(" | ")[1:]
+    assert cols[0].startswith("+0.10") and cols[1].startswith("+0.10") and cols[2].startswith("+0.20")
+    fan_row = next(v for k, v in rows.items() if "fan_in" in k).split(" | ")[1:]
+    assert fan_row[0].startswith("-0.05") and fan_row[1].startswith("-0.10")  # the textbook order reversed
+    long_row = next(v for k, v in rows.items() if "24 tok" in k).split(" | ")[1:]
+    assert long_row[0].strip() == "–" and long_row[1].startswith("+0.05")
+    assert fig_regime(runs, tmp_path) == "regime.png" and (tmp_path / "regime.png").stat().st_size > 0
+
+
+def test_the_view_holds_only_tuned_fresh_seed_comparisons_at_the_textbook_budget():
+    # the same cells with FFN biases on, or GPT-2's FFN init swapped for the matched one: not headline cells
+    runs = runs_of(cell(3.10, 3.00, relu=3.20), cell(3.10, 3.00, relu=3.20, config={"ffn.bias": True}),
+                   cell(3.10, 3.00, relu=3.20, config={"model.ffn_init": "matched"}))
+    assert len(regime(runs)[0]) == 1
