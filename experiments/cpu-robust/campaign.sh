@@ -3,7 +3,8 @@
 # (joblib, one thread each: 1.4x the tokens per second of one two-threaded run on a 2-core machine). Resumable:
 # rerun it after any interruption; a finished run is never trained again. On a fresh clone, restore the published
 # runs first:  experiments/cpu-robust/campaign.sh --restore experiments/cpu-robust/results.jsonl
-# Then rebuild the report:  python -m ffnbench.report runs/cpu_robust --out experiments/cpu-robust
+# Publish what has finished (results.jsonl and sweep.json of every arm so far), then rebuild the report:
+#   python experiments/cpu-robust/snapshot.py && python -m ffnbench.report experiments/cpu-robust/results.jsonl
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
