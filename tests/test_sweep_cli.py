@@ -85,6 +85,7 @@ def test_a_killed_sweep_resumes_and_loses_nothing(tmp_path):
     assert resumed["steps"] == 200 and [c["step"] for c in resumed["curve"]] == [0, 50, 100, 150, 200]
 
 
+@pytest.mark.slow  # the robust test below runs both stages too (with bracketing); this one adds a second variant
 def test_a_two_stage_sweep_tunes_each_variant_then_judges_it_on_fresh_seeds_at_its_lr(tmp_path):
     grids = ("hydra.sweeper.grids=[{ffn: 'relu,gelu', optim.lr: '1e-3,3e-2', seed: 100, tuning: true}, "
              "{ffn: 'relu,gelu', optim.lr: tuned, seed: '0,1'}]")

@@ -5,6 +5,8 @@ are in tests/integration/."""
 
 import json
 import math
+import runpy
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -206,14 +208,34 @@ def test_cli_trains_and_prints_where_the_result_is(cache_dir, tmp_path):
         (["model.n_head=3"], "not divisible by n_head=3"),
     ],
 )
-def test_cli_bad_input_is_one_line_exit_2_and_leaves_no_run_directory(overrides, message, tmp_path):
+@pytest.mark.filterwarnings("ignore:'ffnbench.train' found in sys.modules:RuntimeWarning")  # runpy: as intended
+def test_cli_bad_input_is_one_line_exit_2_and_leaves_no_run_directory(overrides, message, tmp_path, monkeypatch,
+                                                                         capsys):
+    """`python -m ffnbench.train` run as __main__ in this process (runpy: Hydra finds its config as it does from the
+    command line), which saves a Python start per case; the subprocess test below checks the real command once."""
     if "trainer.accelerator=gpu" in overrides and torch.cuda.is_available():
         pytest.skip("a GPU is visible here")
+    from hydra.core.global_hydra import GlobalHydra
+
     runs_root = tmp_path / "runs"
-    out = run_cli(*MICRO, *overrides, f"runs_root={runs_root}", f"data.cache_dir={tmp_path / 'c'}", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["ffnbench.train", *MICRO, *overrides, f"runs_root={runs_root}",
+                                      f"data.cache_dir={tmp_path / 'c'}"])
+    GlobalHydra.instance().clear()
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("ffnbench.train", run_name="__main__")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, err[-3000:]
+    assert err.strip().count("\n") == 0 and err.startswith("ffnbench: error: "), err[-3000:]
+    assert message in err
+    assert not runs_root.exists() or not any(runs_root.iterdir()), list(runs_root.rglob("*"))
+
+
+def test_the_command_line_refuses_bad_input_in_one_line_with_exit_2(tmp_path):
+    runs_root = tmp_path / "runs"
+    out = run_cli(*MICRO, "optim.lr=-1", f"runs_root={runs_root}", f"data.cache_dir={tmp_path / 'c'}", cwd=tmp_path)
     assert out.returncode == 2, out.stderr[-3000:]
-    assert out.stderr.strip().count("\n") == 0 and out.stderr.startswith("ffnbench: error: "), out.stderr[-3000:]
-    assert message in out.stderr
+    assert out.stderr.startswith("ffnbench: error: optim.lr: must be > 0, got -1") and out.stderr.count("\n") == 1
     assert not runs_root.exists() or not any(runs_root.iterdir()), list(runs_root.rglob("*"))
 
 
