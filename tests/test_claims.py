@@ -398,6 +398,19 @@ def test_c5_reads_trained_zeros_at_the_lr_the_tuning_runs_chose():
     assert "the lr its tuning runs chose" in "\n".join(result.details)
 
 
+def test_c5_reads_both_activations_in_the_base_setting_even_where_another_has_more_runs():
+    """Under fan_in (more seeds) relu is 0.9 zeros and gelu 0.1; in the base setting (GPT-2 init, where the verdicts
+    are decided) relu is about half and gelu has none: C5 reads the base setting for both, and is supported."""
+    fan_in = {"model.init": "fan_in"}
+    base = ([make_record("relu", s, 3.0, zero_init=0.5 - 0.001 * s, zero_final=0.5 + 0.002 * s) for s in (0, 1, 2)]
+            + [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in (0, 1, 2)])
+    other = ([make_record("relu", s, 2.9, zero_init=0.5 - 0.001 * s, zero_final=0.9, config=fan_in) for s in range(5)]
+             + [make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.1, config=fan_in) for s in range(5)])
+    result = verdicts(base + other)["C5"]
+    assert result.verdict.verdict == SUPPORTED, result.verdict
+    assert "after training 0.502" in result.effect and "largest gelu zero fraction after training 0" in result.effect
+
+
 def test_c4_stability_counts_only_the_lr_seed_cells_both_activations_ran():
     """relu ran three extra seeds at lr 0.01 where it diverged; gelu did not run them: they do not count."""
     grid = [rec for lr in (3e-3, 1e-2) for rec in losses("gelu", 3.0, lr=lr) + losses("relu", 3.05, lr=lr)]

@@ -101,8 +101,9 @@ CLAIMS: tuple[Claim, ...] = (
         kind="trained", experiment="sparsity",
         needs="every relu and gelu run's ffn_stats (init: the validation pass at step 0; final: after training)",
         rule=f"two readings, each a part with its own verdict, and both must hold: at init (the article's snippet: "
-             f"random weights; one value per seed over every run) and after training (each activation's most common "
-             f"matched setting at its best lr, one value per seed). In each, relu's zero fraction: supported if its "
+             f"random weights; one value per seed over every run) and after training (each activation in the sweep's "
+             f"base setting where it ran there, else in its most common matched setting, at its best lr; one value "
+             f"per seed). In each, relu's zero fraction: supported if its "
              f"95% CI lies within [{HALF_BAND[0]:g}, {HALF_BAND[1]:g}], contradicted if it lies wholly outside "
              f"[{HALF_OUTER[0]:g}, {HALF_OUTER[1]:g}]; and gelu has no hard zeros: supported if every seed's zero "
              f"fraction is ≤ {GELU_ZERO_TOL:g}, contradicted if every seed's is above it, inconclusive if they "

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.pairing import PairKey, matched_key
-from ffnbench.claims.runs import Run, group_by, is_reference, per_seed_mean, stat_of
+from ffnbench.claims.runs import Run, Setting, group_by, is_reference, per_seed_mean, stat_of
 from ffnbench.lr_protocol import best_lr, chosen_lrs, tuning_key
 from ffnbench.stats.intervals import Summary, summarize
 from ffnbench.stats.multiplicity import combine, holm
@@ -58,16 +58,17 @@ def gelu_none(values: dict[int, float]) -> Verdict:
     return Verdict(INCONCLUSIVE, f"{len(over)} of {len(values)} seeds above {GELU_ZERO_TOL:g}: {worst}")
 
 
-def trained_runs(runs: list[Run], act: str, tuning: Iterable[Run] = ()) -> tuple[PairKey | None, float | None,
-                                                                                 list[Run]]:
-    """The trained networks C5 reads for one activation: its most common matched setting (the most runs), at
-    the lr its tuning runs chose where it has some (pairing.chosen_lrs), else at that setting's best lr (the lr
-    one would train it at); all of the setting's runs when it ran one lr."""
+def trained_runs(runs: list[Run], act: str, tuning: Iterable[Run] = (), base: Setting | None = None
+                 ) -> tuple[PairKey | None, float | None, list[Run]]:
+    """The trained networks C5 reads for one activation: the sweep's base setting (`base`, where the verdicts are
+    decided) when the activation ran there, so that relu and gelu are read in one setting, else its most common
+    matched setting (the most runs); at the lr its tuning runs chose where it has some (pairing.chosen_lrs), else at
+    that setting's best lr (the lr one would train it at); all of the setting's runs when it ran one lr."""
     groups = group_by((r for r in runs if r.act == act), matched_key)
     groups.pop(None, None)
     if not any(r.usable for g in groups.values() for r in g):
         return None, None, []
-    key = min(groups, key=lambda k: (-sum(r.usable for r in groups[k]), repr(k)))
+    key = min(groups, key=lambda k: (k.setting != base, -sum(r.usable for r in groups[k]), repr(k)))
     chosen = chosen_lrs(tuning)
     tuned = {chosen[tuning_key(r)] for r in groups[key] if tuning_key(r) in chosen}
     lr = tuned.pop() if len(tuned) == 1 else best_lr(groups[key])
@@ -94,7 +95,7 @@ def c5(obs: Observations) -> Evidence:
         return ev
     # At init every run of a seed shares its weights (the lr acts later): one value per seed over all runs.
     init = tuple(per_seed_mean([r for r in measured if r.act == a], at_init) for a in ("relu", "gelu"))
-    (_, relu_lr, relu_runs), (_, gelu_lr, gelu_runs) = (trained_runs(list(obs.runs), a, obs.tuning)
+    (_, relu_lr, relu_runs), (_, gelu_lr, gelu_runs) = (trained_runs(list(obs.runs), a, obs.tuning, obs.base_setting)
                                                         for a in ("relu", "gelu"))
     final = per_seed_mean(relu_runs, after), per_seed_mean(gelu_runs, after)
     lrs = ", ".join(f"{a} at lr {lr:g}" for a, lr in (("relu", relu_lr), ("gelu", gelu_lr)) if lr is not None)
