@@ -309,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--check", action="store_true", help="fail if a command has no rule or a rule no command")
     mode.add_argument("--run", action="store_true", help="run every command as its rule says (a clean clone)")
     parser.add_argument("--only", metavar="REGEX", help="--run only the commands this regex finds")
+    parser.add_argument("--exclude", metavar="REGEX", help="--run none of the commands this regex finds")
+    parser.add_argument("--kinds", default="runs,starts,needs", help="--run only these kinds (comma-separated)")
     parser.add_argument("--time-scale", type=float, default=1.0,
                         help="multiply every time limit (a busy machine)")
     parser.add_argument("--logs", metavar="DIR", help="write each command's output to DIR/<n>.log")
@@ -334,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for n, c in enumerate(commands(), 1):
         r = rule_for(c.text)
-        if r.kind == "skip" or (args.only and not re.search(args.only, c.text)):
+        if (r.kind not in args.kinds.split(",") or (args.only and not re.search(args.only, c.text))
+                or (args.exclude and re.search(args.exclude, c.text))):
             continue
         o = run_one(c.text, r, args.time_scale)
         failed += not o.passed
