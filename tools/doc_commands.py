@@ -6,8 +6,8 @@ copy (`make ...`, `python -m ...`, `.venv/bin/...`, `pip ...`, `ffnbench <word> 
 by the first pattern that matches the whole command:
 
 - runs:   run as written; must exit 0 within its time limit.
-- starts: a long command, run as written until it shows it started (its first training step, or the output its rule
-          names); exiting 0 before that also passes, any other exit fails.
+- starts: a long command, run as written until it shows it started (the output its rule names, else its first
+          training step); exiting 0 before that also passes, any other exit fails.
 - needs:  needs what a check machine lacks (a GPU, the internet, SLURM); run as written, it must stop within its
           time limit with ffnbench's one-line error (`ffnbench: error: ...`, naming what its rule names), exit
           status 2 and no traceback, before any training step.
@@ -76,7 +76,7 @@ RULES: list[Rule] = [
     Rule(r"python3\.11 -m venv \.venv", "skip", "creates the venv `make install` made on this clone"),
     Rule(r"(\.venv/bin/)?pip install .*", "skip", "installs packages (a CUDA wheel or an extra) from an index"),
     Rule(r"make install", "runs", timeout_s=60),
-    Rule(r"make test", "starts", r"\d+ workers \[\d+ items\]", 300),
+    Rule(r"make test", "starts", r"^[.sxX]+ +\[ *\d+%\]$", 300),  # a line of tests passed
     Rule(r"make test-slow", "skip", "the slow checks, minutes each (the suite's part the lead runs before a merge)"),
     Rule(r"make test-min", "skip", "installs a second venv at pyproject.toml's lowest versions from the index"),
     Rule(r"python -m pytest -q", "skip", "the whole suite run serially (~15 min): `make test` is checked instead"),
@@ -251,19 +251,24 @@ def run_one(text: str, rule: Rule, time_scale: float) -> Outcome:
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True, errors="replace",
                             start_new_session=True)
     chunks: list[str] = []
-    reader = threading.Thread(target=lambda: chunks.extend(iter(proc.stdout.readline, "")), daemon=True)
+
+    def read() -> None:
+        for line in proc.stdout:
+            chunks.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     deadline = started + rule.timeout_s * time_scale
     stepped = shown = False
-    while proc.poll() is None and time.monotonic() < deadline:
-        stepped = "first_step_end" in marks.read_text()
-        shown = bool(rule.kind == "starts" and rule.note and re.search(rule.note, "".join(chunks), re.M))
-        if rule.kind == "starts" and (stepped or shown):
-            break
-        if rule.kind == "needs" and stepped:
-            break
+
+    def reached() -> bool:  # what stops a command before it ends: a start shown, or a training step it should not take
+        return (shown if rule.note else stepped) if rule.kind == "starts" else rule.kind == "needs" and stepped
+
+    while proc.poll() is None and time.monotonic() < deadline and not reached():
         time.sleep(0.5)
-    timed_out = proc.poll() is None and not (stepped or shown)
+        stepped = "first_step_end" in marks.read_text()
+        shown = rule.kind == "starts" and bool(re.search(rule.note or "(?!)", "".join(chunks), re.M))
+    timed_out = proc.poll() is None and not reached()
     if proc.poll() is None:
         _kill(proc)
     reader.join(5)
@@ -271,6 +276,7 @@ def run_one(text: str, rule: Rule, time_scale: float) -> Outcome:
     stepped = stepped or "first_step_end" in marks.read_text()
     marks.unlink(missing_ok=True)
     output, code = "".join(chunks), proc.returncode
+    shown = rule.kind == "starts" and bool(re.search(rule.note or "(?!)", output, re.M))
     passed, why = _judge(rule, output, code, stepped, shown, timed_out, rule.timeout_s * time_scale)
     return Outcome(passed, seconds, why, output)
 
@@ -283,10 +289,10 @@ def _judge(rule: Rule, output: str, code: int, stepped: bool, shown: bool, timed
             return False, f"still running after {limit_s:.0f} s"
         return code == 0, f"exit {code}"
     if rule.kind == "starts":
-        if stepped or shown:
-            return True, "reached its first training step" if stepped else "started"
+        if shown if rule.note else stepped:
+            return True, "showed it started" if rule.note else "reached its first training step"
         if timed_out:
-            return False, f"no training step within {limit_s:.0f} s"
+            return False, f"not started within {limit_s:.0f} s"
         return code == 0, f"exit {code} before it started"
     errors = [line for line in output.splitlines() if line.startswith("ffnbench: error: ")]
     if stepped:
