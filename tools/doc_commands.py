@@ -227,17 +227,22 @@ class Outcome:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    """Stop the command's whole process group: SIGTERM (a training run checkpoints and exits), then SIGKILL."""
+    """Stop the command's whole process group and wait until it is gone: SIGTERM (a training run stops at its next
+    batch and checkpoints), then SIGKILL. The shell exits at once; a training run below it may not, so the group is
+    watched, not the shell, lest it train on beside the next command."""
     for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
-        try:
-            proc.wait(wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            proc.poll()  # reap the shell: a zombie still counts as a member of its group
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.5)
 
 
 def run_one(text: str, rule: Rule, time_scale: float) -> Outcome:
