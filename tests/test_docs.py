@@ -1,7 +1,10 @@
-"""The documentation: each claim's rule in docs/claims.md is the registry's (`Claim.rule` is the one source), and
-every relative link of README.md and docs/*.md points at a file that exists."""
+"""The documentation: each claim's rule in docs/claims.md is the registry's (`Claim.rule` is the one source),
+every relative link of README.md and docs/*.md points at a file that exists, and every shell command in them has a
+rule in tools/doc_commands.py saying how it is checked (run by `tools/doc_commands.py --run`, not here)."""
 
+import importlib.util
 import re
+import sys
 from pathlib import Path
 
 from ffnbench.claims import CLAIMS
@@ -54,3 +57,28 @@ def test_every_relative_link_in_readme_and_docs_points_at_a_file_that_exists():
             if not (page.parent / path).exists():
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
     assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
+
+
+def _doc_commands():
+    """tools/doc_commands.py (a script, not a package), loaded once."""
+    if "doc_commands" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("doc_commands", ROOT / "tools" / "doc_commands.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["doc_commands"] = module  # its dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["doc_commands"]
+
+
+def test_every_command_in_readme_and_docs_has_a_rule_saying_how_it_is_checked():
+    doc_commands = _doc_commands()
+    found = {c.text for c in doc_commands.commands()}
+    assert {"make test", "make sweep", "python -m ffnbench.data"} <= found, "the command extraction is broken"
+    assert not doc_commands.problems(), "\n".join(doc_commands.problems())
+
+
+def test_a_new_command_without_a_rule_fails_the_check(tmp_path):
+    doc_commands = _doc_commands()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("```sh\nmake test\nmake frobnicate   # new\n```\nThen `make help`.\n")
+    assert [c.text for c in doc_commands.commands(tmp_path)] == ["make test", "make frobnicate", "make help"]
+    assert any("`make frobnicate`" in p for p in doc_commands.problems(tmp_path))
