@@ -15,8 +15,6 @@ from ffnbench.report.instabilities import kinds_of
 from ffnbench.report.lrgrid import families, figure_name, grid_lrs, plotted
 from ffnbench.stats.intervals import Summary, summarize
 
-FIGURES_DIR = "figures"  # under the report's folder; REPORT.md links the files by this path
-
 
 def _pyplot():
     import matplotlib
