@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from ffnbench.accounting import count_flops
+from ffnbench.config.schema import RunSpec
 from ffnbench.fileio import CorruptRecord, read_json
 from ffnbench.result import FINAL_STATUSES, RunResult
 from ffnbench.rundir import SWEEP_MANIFEST
@@ -22,21 +24,15 @@ RECENT_RUNS = 10  # the finished runs the rate is taken over, the most recent fi
 SWEEP_ENV = "FFNBENCH_SWEEP"  # set by `make sweep` for the runs it launches: their sweep directory
 
 
-def planned_flops(config: Mapping) -> float | None:
-    """The training FLOPs a run's config asks for (forward + backward per token × tokens), or None when the
-    config cannot say (the run itself reports why)."""
-    from ffnbench.accounting import count_flops
-    from ffnbench.config.schema import run_spec
-    from ffnbench.errors import ConfigError
-    from ffnbench.tokenizer import vocab_size_for
+def planned_flops(spec: RunSpec, batch_size: int) -> float:
+    """The training FLOPs a run asks for (forward + backward per token × tokens), known before it runs.
 
-    try:
-        spec = run_spec(config, vocab_size_for(config["data"]))
-        tokens_per_step = int(config["data"]["batch_size"]) * spec.model.seq_len
-        steps = spec.total_steps(tokens_per_step)
-    except (ConfigError, KeyError, TypeError, ValueError):
-        return None
-    return float(count_flops(spec.model).training * steps * tokens_per_step)
+    Args:
+        spec: the run's settings (config.schema.run_spec): its model and its budget.
+        batch_size: the sequences of one optimizer step (data.batch_size).
+    """
+    tokens_per_step = batch_size * spec.model.seq_len
+    return float(count_flops(spec.model).training * spec.total_steps(tokens_per_step) * tokens_per_step)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,11 @@ def is_tuning(config: Mapping) -> bool:
     return config.get("tuning") is True
 
 
+def is_tuned(config: Mapping) -> bool:
+    """Whether the job's lr is the one its tuning runs will choose (`optim.lr: tuned`)."""
+    return config["optim"]["lr"] == TUNED
+
+
 @dataclass(frozen=True)
 class TuningRun:
     """A tuning job as the planner sees it: its resolved config and its directory."""
@@ -85,7 +90,7 @@ def check_tuning(judged: Sequence[tuple[dict, str]], tuning: Sequence[TuningRun]
     config, or tuning runs on a seed a run they serve is judged on. `judged`: (resolved config, label) pairs."""
     for config, label in judged:
         group = tuning_group(config, tuning)
-        if config["optim"]["lr"] == TUNED and not group:
+        if is_tuned(config) and not group:
             raise ConfigError(f"{label}: optim.lr=tuned but no tuning run has its config (all but optim.lr, seed); "
                               "add a grid with tuning: true and an optim.lr grid for it")
         shared = sorted({int(config["seed"])} & {int(t.config["seed"]) for t in group})

@@ -7,7 +7,7 @@ from fixtures.report.synthetic import make_record
 
 from ffnbench.accounting import count_flops
 from ffnbench.config.compose import compose
-from ffnbench.config.schema import model_config, reference_params, to_container
+from ffnbench.config.schema import model_config, reference_params, run_spec, to_container
 from ffnbench.progress import SWEEP_ENV, estimate, planned_flops, progress_line
 from ffnbench.result import RESULT_FILE
 from ffnbench.rundir import SWEEP_MANIFEST
@@ -18,8 +18,7 @@ def test_planned_flops_are_flops_per_token_times_the_tokens_the_budget_gives():
     model = model_config(config, 256)
     tokens_per_step = 4 * 32
     steps = -(-3 * reference_params(config) // tokens_per_step)
-    assert planned_flops(config) == count_flops(model).training * steps * tokens_per_step
-    assert planned_flops({**config, "ffn": {"act": "nope"}}) is None  # the run itself reports a bad config
+    assert planned_flops(run_spec(config, 256), 4) == count_flops(model).training * steps * tokens_per_step
 
 
 def _finished(tmp_path, name, flops, wall, status="finished", at="2026-12-01T10:00:00+0000"):

@@ -12,10 +12,12 @@ from fixtures.sweep.runs import BIG, EXPECTED_RUNS, micro_args
 from omegaconf import OmegaConf
 
 from ffnbench.config.compose import compose
-from ffnbench.config.schema import to_container
+from ffnbench.config.schema import run_spec, to_container
 from ffnbench.errors import ConfigError
+from ffnbench.progress import planned_flops
 from ffnbench.result import RESULT_FILE
 from ffnbench.sweep import planning
+from ffnbench.tokenizer import vocab_size_for
 from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,6 +51,16 @@ def test_command_line_overrides_win_over_the_grid():
     assert sorted(r.run_dir.name for r in runs) == [  # both grids: the main one and the matched-init arm
         "gelu-b4-nobias-model.ffn_init=matched-s0", "gelu-b4-nobias-s0",
         "relu-b4-nobias-model.ffn_init=matched-s0", "relu-b4-nobias-s0"]
+
+
+def test_each_planned_run_counts_the_flops_of_its_spec_and_a_run_that_will_refuse_its_config_counts_none(tmp_path):
+    runs, _ = planning.plan("quick", None, ["seed=0", "ffn=gelu", f"runs_root={tmp_path}"])
+    for run in runs:
+        config = to_container(compose(run.overrides))
+        spec = run_spec(config, vocab_size_for(config["data"]))
+        assert run.flops == planned_flops(spec, config["data"]["batch_size"]) > 0, run.run_dir
+    bad, _ = planning.plan("quick", None, ["seed=0", "ffn=gelu", "ffn.act=nope", f"runs_root={tmp_path}"])
+    assert {r.action for r in bad} == {"start"} and {r.flops for r in bad} == {None}  # the run says why
 
 
 def test_a_big_cpu_grid_needs_confirmation(tmp_path, monkeypatch):

@@ -22,7 +22,12 @@ from typing import Any, Protocol
 
 import torch
 
-from ffnbench.bench import alignment, mfu, overhead, parallel, startup, variants
+import ffnbench.bench.alignment as alignment
+import ffnbench.bench.mfu as mfu
+import ffnbench.bench.overhead as overhead
+import ffnbench.bench.parallel as parallel
+import ffnbench.bench.startup as startup
+import ffnbench.bench.variants as variants
 from ffnbench.bench.render import block
 from ffnbench.bench.session import BenchSession, preset
 from ffnbench.bench.timing import LoadMeter, load_snapshot

@@ -31,7 +31,9 @@ from typing import Any
 
 import torch
 
-from ffnbench.bench import alignment, mfu, overhead
+import ffnbench.bench.alignment as alignment
+import ffnbench.bench.mfu as mfu
+import ffnbench.bench.overhead as overhead
 from ffnbench.bench.cli import DEFAULT_OUT, default_cache_dir, machine, run_benchmarks, sizes_for
 from ffnbench.bench.session import BenchSession
 from ffnbench.cli import user_errors_exit

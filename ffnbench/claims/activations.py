@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ffnbench.claims import robust
+import ffnbench.claims.robust as robust
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval, fmt_mean_std
 from ffnbench.claims.pairing import (

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ffnbench.claims import robust
+import ffnbench.claims.robust as robust
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval
 from ffnbench.claims.pairing import Comparison, PairKey, compare_sides, paired_difference, primary, window_losses

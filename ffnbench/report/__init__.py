@@ -7,6 +7,7 @@ from W&B instead of the disk, and `--wandb-report` also creates a W&B report (ne
 the `ffnbench[wandb-reports]` extra).
 
 Modules, in the order a report is made:
+    layout.py       the files of a report's folder: REPORT.md, results.jsonl, figures/
     load.py         runs from a sweep directory or a results.jsonl; what may be pooled; the newest sweep
     comparisons.py  how runs group into comparisons (setting, lr) and variants, for tables and figures
     sections.py     REPORT.md's markdown: summary, claims, results tables, runs not used, provenance
@@ -16,10 +17,10 @@ Modules, in the order a report is made:
     cli.py          the command line
 """
 
-from ffnbench.report.build import REPORT_FILE, build, write_report, write_results
+from ffnbench.report.build import build, write_report, write_results
 from ffnbench.report.cli import main
-from ffnbench.report.figures import FIGURES_DIR
-from ffnbench.report.load import RESULTS_FILE, RUNS_ROOT, Loaded, Unused, latest_sweep, load
+from ffnbench.report.layout import FIGURES_DIR, REPORT_FILE, RESULTS_FILE
+from ffnbench.report.load import RUNS_ROOT, Loaded, Unused, latest_sweep, load
 
 __all__ = ["FIGURES_DIR", "REPORT_FILE", "RESULTS_FILE", "RUNS_ROOT", "Loaded", "Unused", "build", "latest_sweep",
            "load", "main", "write_report", "write_results"]

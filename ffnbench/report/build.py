@@ -8,12 +8,11 @@ from pathlib import Path
 from ffnbench.claims import ClaimResult, Run
 from ffnbench.claims import evaluate as evaluate_claims
 from ffnbench.fileio import atomic_file, write_json_atomic
-from ffnbench.report.figures import FIGURES_DIR, draw_figures
-from ffnbench.report.load import RESULTS_FILE, Loaded, load
+from ffnbench.report.figures import draw_figures
+from ffnbench.report.layout import FIGURES_DIR, REPORT_FILE, RESULTS_FILE
+from ffnbench.report.load import Loaded, load
 from ffnbench.report.sections import render
 from ffnbench.rundir import SWEEP_MANIFEST
-
-REPORT_FILE = "REPORT.md"
 
 
 def write_results(runs: list[Run], path: Path) -> None:

@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import ffnbench.report.wandb as wandb_runs
 from ffnbench.cli import user_errors_exit
-from ffnbench.report import wandb as wandb_runs
 from ffnbench.report.build import build, write_report
 from ffnbench.report.load import RUNS_ROOT, latest_sweep
 from ffnbench.rundir import SWEEP_MANIFEST

@@ -17,8 +17,6 @@ from ffnbench.report.regime import FIGURE as REGIME_FIGURE
 from ffnbench.report.regime import HEADLINE, regime, what
 from ffnbench.stats.intervals import Summary, summarize
 
-FIGURES_DIR = "figures"  # under the report's folder; REPORT.md links the files by this path
-
 
 def _pyplot():
     import matplotlib

@@ -17,7 +17,6 @@ from ffnbench.fileio import CorruptRecord, read_json
 from ffnbench.result import RESULT_FILE, RunResult
 from ffnbench.rundir import RUN_CONFIG_FILE, SWEEP_MANIFEST
 
-RESULTS_FILE = "results.jsonl"
 RUNS_ROOT = Path("runs")
 # The factors ffnbench studies: runs that differ only in these (and in where/how they were observed) can be
 # pooled into one report. Anything else (token budget, data, weight decay, ...) makes them incomparable.

@@ -21,6 +21,7 @@ from ffnbench.claims.pairing import shared_lr_differences
 from ffnbench.claims.runs import Run, Setting, describe_setting, group_by, outcomes_by_seed
 from ffnbench.lr_protocol import NOT_BRACKETED, best_lr, bracketing, median_losses
 from ffnbench.report.comparisons import variant_order
+from ffnbench.report.layout import FIGURES_DIR
 from ffnbench.stats.intervals import Paired
 from ffnbench.tables import MISSING, markdown_table
 
@@ -149,8 +150,6 @@ def differences_table(variants: dict[str, list[Run]], lrs: list[float]) -> list[
 
 def lrgrid_section(runs: list[Run]) -> list[str]:
     """The section's markdown lines; none when no run of the sweep is a tuning run."""
-    from ffnbench.report.figures import FIGURES_DIR  # here: figures imports this module
-
     fams = families(runs)
     if not fams:
         return []

@@ -22,9 +22,9 @@ from ffnbench.claims import (
 from ffnbench.claims.pairing import paired_difference
 from ffnbench.report.comparisons import comparisons, mean_of, reference_label
 from ffnbench.report.costs import costs_section
-from ffnbench.report.figures import FIGURES_DIR
 from ffnbench.report.instabilities import instability_section
-from ffnbench.report.load import RESULTS_FILE, Loaded, Unused, first_line
+from ffnbench.report.layout import FIGURES_DIR, RESULTS_FILE
+from ffnbench.report.load import Loaded, Unused, first_line
 from ffnbench.report.lrgrid import lrgrid_section
 from ffnbench.report.lrs import lr_section
 from ffnbench.report.method import method_section

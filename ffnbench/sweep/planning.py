@@ -12,14 +12,15 @@ from omegaconf import OmegaConf, open_dict
 
 from ffnbench.config.compose import CONF_DIR, compose, compose_many
 from ffnbench.config.identity import HARDWARE_KEYS, with_hardware
-from ffnbench.config.schema import to_container, trainer_config
+from ffnbench.config.schema import RunSpec, run_spec, to_container, trainer_config
 from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.lr_protocol import check_protocols
 from ffnbench.placement import planned_device_setup
 from ffnbench.progress import planned_flops
 from ffnbench.rundir import lock_holder, plan_run
 from ffnbench.sweep.launchers import check_local_gpus, launcher_overrides, trains_on_cpu
-from ffnbench.tuning import TUNED, TuningRun, check_tuning, choose_lr, extension, is_tuning, tuning_group, with_lr
+from ffnbench.tokenizer import vocab_size_for
+from ffnbench.tuning import TuningRun, check_tuning, choose_lr, extension, is_tuned, is_tuning, tuning_group, with_lr
 from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
 MAX_CPU_RUNS = 30  # more runs than this on a CPU needs CONFIRM=1: hours of work deserve a second look
@@ -44,6 +45,27 @@ class PlannedRun:
     note: str = ""
     flops: float | None = None  # the training FLOPs its config asks for (progress.planned_flops)
     tuned: bool = False  # its lr is the one its tuning runs chose (optim.lr=tuned)
+
+
+@dataclass(frozen=True)
+class ComposedJob:
+    """One job of the sweep, composed as Hydra's multirun composes it, its settings read once.
+
+    Attributes:
+        job: its overrides.
+        run_dir: its run directory.
+        config: its resolved config, with the device and precision the run will resolve to where they can be known
+            here (config.identity.with_hardware): what its run directory's record is matched against.
+        undecided: the hardware keys (config.identity.HARDWARE_KEYS) only the node it starts on can decide.
+        spec: its settings (config.schema.run_spec); None while its lr is its tuning runs' to choose, or when a
+            setting is one its run will refuse when it starts (the run says why; the plan does not stop for it).
+    """
+
+    job: list[str]
+    run_dir: Path
+    config: dict
+    undecided: list[str]
+    spec: RunSpec | None
 
 
 def _is_sweep(override: str) -> bool:
@@ -79,26 +101,24 @@ def plan(experiment: str, launcher: str | None, args: list[str],
     jobs = expand_grids(params, grids, [f"experiment={experiment}", *args])
     here = launcher != "submitit_slurm"  # where the runs resolve their device and precision: here, or a SLURM node
     composed = _compose_jobs(jobs, launcher_args, here, composed_cache)
-    tuning_runs = [TuningRun(config, run_dir) for _, run_dir, config, _ in composed if is_tuning(config)]
-    check_tuning([(config, run_dir.name) for _, run_dir, config, _ in composed if not is_tuning(config)],
-                 tuning_runs)
+    tuning_runs = [TuningRun(c.config, c.run_dir) for c in composed if is_tuning(c.config)]
+    check_tuning([(c.config, c.run_dir.name) for c in composed if not is_tuning(c.config)], tuning_runs)
     composed += _bracket(composed, tuning_runs, launcher_args, here, composed_cache)
     runs: list[PlannedRun | None] = []
     resolved: dict[int, list[str]] = {}  # position in `runs` → the job with its chosen lr
-    for job, run_dir, config, undecided in composed:
-        if config["optim"]["lr"] != TUNED:
-            runs.append(_classify(job, run_dir, config, undecided))
+    for c in composed:
+        if not is_tuned(c.config):
+            runs.append(_classify(c))
             continue
-        choice = choose_lr(config, tuning_runs)
-        if choice.lr is None:
-            runs.append(PlannedRun(job, run_dir, "blocked" if choice.blocked else "wait", f"lr: {choice.describe()}",
-                                   planned_flops(config)))
+        choice = choose_lr(c.config, tuning_runs)
+        if choice.lr is None:  # no spec yet, so no FLOPs: the run is not counted in the time left until it can run
+            runs.append(PlannedRun(c.job, c.run_dir, "blocked" if choice.blocked else "wait",
+                                   f"lr: {choice.describe()}"))
         else:
-            resolved[len(runs)] = with_lr(job, choice.lr)
+            resolved[len(runs)] = with_lr(c.job, choice.lr)
             runs.append(None)
-    for i, (job, run_dir, config, undecided) in zip(resolved, _compose_jobs(list(resolved.values()), launcher_args,
-                                                                            here, composed_cache)):
-        runs[i] = dataclasses.replace(_classify(job, run_dir, config, undecided), tuned=True)
+    for i, c in zip(resolved, _compose_jobs(list(resolved.values()), launcher_args, here, composed_cache)):
+        runs[i] = dataclasses.replace(_classify(c), tuned=True)
     unique: dict[Path, PlannedRun] = {}  # a tuned job may be a run a grid names too (the same lr): it runs once
     for r in runs:
         if r is not None:
@@ -106,16 +126,16 @@ def plan(experiment: str, launcher: str | None, args: list[str],
     return list(unique.values()), sweep_cfg
 
 
-def _bracket(composed: list, tuning_runs: list[TuningRun], launcher_args: list[str], here: bool,
-             cache: dict | None) -> list[tuple[list[str], Path, dict, list[str]]]:
+def _bracket(composed: list[ComposedJob], tuning_runs: list[TuningRun], launcher_args: list[str], here: bool,
+             cache: dict | None) -> list[ComposedJob]:
     """The tuning jobs that bracketing adds (ffnbench.tuning.extension), composed, and added to `tuning_runs`:
     each round extends every grid whose choice sits at an edge by one step, until no choice moves (its new runs
     have no outcome yet, or the optimum is bracketed, or the cap is reached). A function of the finished runs, so
     planning again asks for the same runs."""
-    jobs = {run_dir: job for job, run_dir, config, _ in composed if is_tuning(config)}
-    judged = [config for _, _, config, _ in composed if not is_tuning(config) and config["optim"]["lr"] == TUNED]
+    jobs = {c.run_dir: c.job for c in composed if is_tuning(c.config)}
+    judged = [c.config for c in composed if not is_tuning(c.config) and is_tuned(c.config)]
     steps: dict[frozenset, int] = {}  # tuning group → the steps its grid was extended by
-    added: list[tuple[list[str], Path, dict, list[str]]] = []
+    added: list[ComposedJob] = []
     while True:
         new_jobs = []
         asked: set[frozenset] = set()  # a group's judged seeds share its choice: ask it once a round
@@ -132,17 +152,17 @@ def _bracket(composed: list, tuning_runs: list[TuningRun], launcher_args: list[s
             return added
         for key, extra in new_jobs:
             steps[key] = steps.get(key, 0) + 1
-            for job, run_dir, config, undecided in _compose_jobs(extra, launcher_args, here, cache):
-                jobs[run_dir] = job
-                tuning_runs.append(TuningRun(config, run_dir))
-                added.append((job, run_dir, config, undecided))
+            for c in _compose_jobs(extra, launcher_args, here, cache):
+                jobs[c.run_dir] = c.job
+                tuning_runs.append(TuningRun(c.config, c.run_dir))
+                added.append(c)
 
 
 def _compose_jobs(jobs: list[list[str]], launcher_args: list[str], here: bool,
-                  cache: dict | None = None) -> list[tuple[list[str], Path, dict, list[str]]]:
-    """(job, run directory, config, undecided keys) for each job, composed as Hydra's multirun composes it, with
-    the device and precision the run will resolve (`here`: on this machine; else on a node, so the keys only it
-    can decide are left undecided)."""
+                  cache: dict | None = None) -> list[ComposedJob]:
+    """Each job composed as Hydra's multirun composes it, its settings read once, with the device and precision
+    the run will resolve (`here`: on this machine; else on a node, so the keys only it can decide are left
+    undecided)."""
     out = []
     for job, cfg in zip(jobs, compose_many([[*job, *launcher_args] for job in jobs], return_hydra_config=True,
                                                  cache=cache)):
@@ -151,30 +171,55 @@ def _compose_jobs(jobs: list[list[str]], launcher_args: list[str], here: bool,
             del cfg["hydra"]  # runtime-only keys (output_dir) cannot be resolved outside a running job
         config = to_container(cfg)
         check_protocols(config)
-        hardware = planned_device_setup(trainer_config(config["trainer"]), here)
+        spec = _read_spec(config)
+        # a trainer setting the run would refuse stops the plan here, whatever else its spec lacks
+        trainer = spec.trainer if spec is not None else trainer_config(config["trainer"])
+        hardware = planned_device_setup(trainer, here)
         undecided = [key for key, value in zip(HARDWARE_KEYS, hardware) if value is None]
-        out.append((job, run_dir, with_hardware(config, *hardware), undecided))
+        out.append(ComposedJob(job, run_dir, with_hardware(config, *hardware), undecided, spec))
     return out
 
 
-def _classify(job: list[str], run_dir: Path, config: dict, undecided: list[str]) -> PlannedRun:
-    """What the run will do with its directory: the run's own decision (rundir.plan_run), made ahead of time,
-    with the device and precision it will resolve to where they can be known here (`undecided`: those that
-    cannot). A run that another process trains now is left to it."""
-    holder = lock_holder(run_dir)
-    if holder is not None:
-        return PlannedRun(job, run_dir, "running", str(holder))
+def _read_spec(config: dict) -> RunSpec | None:
+    """The job's RunSpec; None while its lr is its tuning runs' to choose, or when its run will refuse a setting
+    when it starts (the run says which and why)."""
+    if is_tuned(config):
+        return None
     try:
-        run = plan_run(run_dir, config, undecided)
+        return run_spec(config, vocab_size_for(config["data"]))
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _flops(c: ComposedJob) -> float | None:
+    """The training FLOPs the job asks for (progress.planned_flops); None when its spec or batch size is unknown."""
+    if c.spec is None:
+        return None
+    try:
+        batch_size = int(c.config["data"]["batch_size"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return planned_flops(c.spec, batch_size)
+
+
+def _classify(c: ComposedJob) -> PlannedRun:
+    """What the run will do with its directory: the run's own decision (rundir.plan_run), made ahead of time,
+    with the device and precision it will resolve to where they can be known here (`c.undecided`: those that
+    cannot). A run that another process trains now is left to it."""
+    holder = lock_holder(c.run_dir)
+    if holder is not None:
+        return PlannedRun(c.job, c.run_dir, "running", str(holder))
+    try:
+        run = plan_run(c.run_dir, c.config, c.undecided)
     except RunDirError as e:
-        return PlannedRun(job, run_dir, "conflict", str(e))
+        return PlannedRun(c.job, c.run_dir, "conflict", str(e))
     status = run.previous.status if run.previous else ""
-    flops = planned_flops(config)
+    flops = _flops(c)
     if run.action == "skip":
-        return PlannedRun(job, run_dir, "skip", status, flops)
+        return PlannedRun(c.job, c.run_dir, "skip", status, flops)
     if run.action == "resume":
-        return PlannedRun(job, run_dir, "resume", f"from step {run.resumed_from}", flops)
-    return PlannedRun(job, run_dir, "start", status, flops)
+        return PlannedRun(c.job, c.run_dir, "resume", f"from step {run.resumed_from}", flops)
+    return PlannedRun(c.job, c.run_dir, "start", status, flops)
 
 
 def check_plan(runs: list[PlannedRun], sweep_cfg, launcher: str | None, confirmed: bool) -> None:
