@@ -8,6 +8,7 @@ judged on fresh seeds (pairing.compare_sides), with the claims' interval."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ffnbench.claims.claim import Observations
@@ -54,7 +55,13 @@ def _in_view(c: Comparison) -> bool:
 
 def regime(runs: list[Run]) -> tuple[list[Cell], dict[tuple[Cell, tuple[str, str]], Comparison]]:
     """The cells (the sweep's base setting first, then by size, length, init) and each headline pair's
-    comparison in them."""
+    comparison in them. The table and the figure of one report read the same runs: their intervals (a bootstrap
+    each) are worked out once."""
+    return _regime(tuple(runs))
+
+
+@functools.lru_cache(maxsize=1)
+def _regime(runs: tuple[Run, ...]) -> tuple[list[Cell], dict[tuple[Cell, tuple[str, str]], Comparison]]:
     found: dict[tuple[Cell, tuple[str, str]], Comparison] = {}
     for a, b in HEADLINE:
         for c in compare_sides(runs, act_is(a), act_is(b), matched_key, (a, b)):
