@@ -58,7 +58,61 @@ def test_compose_many_with_a_cache_composes_each_override_list_once_and_hands_ou
     cache: dict = {}
     first = compose_many([["ffn=relu"], ["ffn=gelu"], ["ffn=relu"]], cache=cache)
     again = compose_many([["ffn=gelu"], ["seed=3"]], cache=cache)
-    assert calls == [["ffn=relu"], ["ffn=gelu"], ["seed=3"]]
+    assert calls == [["ffn=relu"], ["ffn=gelu"], []]  # seed=3 sets a value: the default groups, composed once
     assert [c.ffn.act for c in first] == ["relu", "gelu", "relu"] and again[1].seed == 3
     first[0].seed = 99  # a copy: what the cache holds is untouched
     assert compose_many([["ffn=relu"]], cache=cache)[0].seed != 99 and len(calls) == 3
+    compose_many([["seed=4"], ["ffn=gelu", "seed=5"]], cache=cache)  # new value overrides of the same groups
+    assert len(calls) == 3
+
+
+def _by_hydra(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from ffnbench.config.compose import CONF_DIR
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
+        return hydra_compose(config_name="train", overrides=overrides, return_hydra_config=True)
+
+
+def _same(a, b) -> None:
+    from omegaconf import OmegaConf
+
+    assert OmegaConf.to_container(a, resolve=False) == OmegaConf.to_container(b, resolve=False)
+    assert str(a.hydra.sweep.subdir) == str(b.hydra.sweep.subdir)  # resolved: the run's directory name
+    assert OmegaConf.is_struct(a) == OmegaConf.is_struct(b) and OmegaConf.is_readonly(a) == OmegaConf.is_readonly(b)
+
+
+def test_compose_many_gives_what_hydra_composes_for_each_job_of_a_sweep():
+    from omegaconf import OmegaConf
+
+    from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
+
+    jobs = []
+    for name, every in (("quick", 2), ("cpu_robust", 50), ("lr", 5), ("cpu_robust_more", 40)):
+        cfg = compose([f"experiment={name}"], return_hydra_config=True)
+        sweeper = cfg.hydra.sweeper
+        params = OmegaConf.to_container(sweeper.params) if sweeper.get("params") else None
+        grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
+        jobs += expand_grids(params, grids, [f"experiment={name}"])[::every]
+    jobs += [  # launchers, additions, deletions, dict values, keys Hydra reads after the values, the hydra node
+        ["experiment=quick", "seed=3", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+        ["ffn=relu", "+foo=1", "~optim.weight_decay", "hydra.sweep.dir=/tmp/elsewhere"],
+        ["model=micro", "optim={lr: 0.01, weight_decay: 0.0}", "ffn.act=gelu"],
+        ["hydra.job.config.override_dirname.kv_sep=:", "optim.lr=0.02"],
+        ["data=shakespeare", "trainer.max_steps=4", "ffn=swiglu", "seed=2"],
+    ]
+    assert len(jobs) > 30
+    for job, fast in zip(jobs, compose_many(jobs, return_hydra_config=True)):
+        _same(fast, _by_hydra(job))
+
+
+def test_a_job_hydra_refuses_gets_hydras_error():
+    for job in (["seed=0", "optim.nope=1"], ["ffn=relu", "+optim.lr=1"], ["~optim.nope"]):
+        with pytest.raises(ConfigError) as fast:
+            compose_many([["ffn=gelu"], job])
+        from hydra.errors import HydraException
+        with pytest.raises(HydraException) as slow:
+            _by_hydra(job)
+        assert " ".join(str(slow.value).split()) in str(fast.value)

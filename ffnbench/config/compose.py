@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ffnbench.config.identity import NON_IDENTITY_KEYS
 from ffnbench.config.schema import ffn_spec
@@ -73,9 +73,15 @@ def compose_many(override_lists: Iterable[Sequence[str]], config_name: str = "tr
                  return_hydra_config: bool = False, cache: dict | None = None) -> list[DictConfig]:
     """`compose` for many override lists (a sweep's jobs), with one Hydra initialisation for all of them.
 
+    Jobs that select the same config groups (ffn=..., model=..., experiment=...) differ only in value overrides
+    (seed=..., optim.lr=...), which Hydra applies after it has merged the groups: those groups are composed once and
+    each job's values applied to a copy, the way Hydra applies them (ConfigLoaderImpl._apply_overrides_to_config),
+    with the `hydra` node's override lists and override_dirname rebuilt as Hydra builds them. A sweep of hundreds of
+    jobs then composes a few dozen times, not hundreds (a composition takes a Hydra second or so); a job this path
+    cannot reproduce exactly (a value override of `hydra.job`, or any error) is composed by Hydra itself.
+
     `cache`: a dict the caller keeps, to compose an override list it has composed before only once (a sweep plans
-    its jobs again after the lr-tuning stage; a composition takes a Hydra second or so). Each call gets a copy."""
-    from hydra import compose as hydra_compose
+    its jobs again after the lr-tuning stage). Each call gets a copy."""
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -87,12 +93,59 @@ def compose_many(override_lists: Iterable[Sequence[str]], config_name: str = "tr
         if todo:
             with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
                 for overrides in todo:
-                    cache[config_name, return_hydra_config, overrides] = hydra_compose(
-                        config_name=config_name, overrides=list(overrides), return_hydra_config=return_hydra_config)
+                    cache[config_name, return_hydra_config, overrides] = _compose_job(
+                        list(overrides), config_name, return_hydra_config, cache)
         return [copy.deepcopy(cache[config_name, return_hydra_config, o]) for o in lists]
     except (HydraException, OmegaConfBaseException) as e:
         # One line: Hydra's message spans several (the options of a group, the search path).
         raise ConfigError(" ".join(str(e).split("\nConfig search path")[0].split())) from None
+
+
+HYDRA_READS = ("hydra.job", "hydra.searchpath", "hydra.runtime")
+
+
+def _compose_job(overrides: list[str], config_name: str, return_hydra_config: bool, cache: dict) -> DictConfig:
+    """One job's config, from the composition of its config groups (cached) and its value overrides; what
+    `hydra.compose` returns for it (tests/test_config_compose.py compares the two for every preset's jobs)."""
+    from hydra import compose as hydra_compose
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    def by_hydra() -> DictConfig:
+        return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=return_hydra_config)
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    repo = GlobalHydra.instance().config_loader().repository
+    # Hydra's own split (hydra._internal.defaults_list.Overrides): a group override selects configs, the rest set values
+    groups = [o for o in parsed if repo.group_exists(o.key_or_group) and not isinstance(o.value(), dict)]
+    values = [o for o in parsed if all(o is not g for g in groups)]
+    # what Hydra reads after applying the values (hydra.job: env_copy, the override_dirname settings) or before it
+    # composes (hydra.searchpath), and sweeps: those jobs go the long way
+    if any(o.is_sweep_override() or o.key_or_group.startswith(HYDRA_READS) for o in parsed):
+        return by_hydra()
+    key = ("groups", config_name, tuple(o.input_line for o in groups))
+    if key not in cache:
+        cache[key] = hydra_compose(config_name=config_name, overrides=[o.input_line for o in groups],
+                                   return_hydra_config=True)
+    cfg = copy.deepcopy(cache[key])
+    try:
+        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        lists = cfg.hydra.overrides
+        for name, hydra_side in (("task", False), ("hydra", True)):
+            given = [o.input_line for o in parsed if o.is_hydra_override() == hydra_side]
+            before = len(lists[name]) - sum(o.is_hydra_override() == hydra_side for o in groups)
+            lists[name] = [*list(lists[name])[:before], *given]
+        dirname = cfg.hydra.job.config.override_dirname
+        cfg.hydra.job.override_dirname = get_overrides_dirname(
+            overrides=[o for o in parsed if not o.is_hydra_override()], kv_sep=dirname.kv_sep,
+            item_sep=dirname.item_sep, exclude_keys=dirname.exclude_keys)
+    except Exception:  # Hydra itself says what is wrong, in its own words
+        return by_hydra()
+    if not return_hydra_config:
+        with open_dict(cfg):
+            del cfg["hydra"]
+    return cfg
 
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
