@@ -101,6 +101,8 @@ def test_compose_many_gives_what_hydra_composes_for_each_job_of_a_sweep():
         ["ffn=relu", "+foo=1", "~optim.weight_decay", "hydra.sweep.dir=/tmp/elsewhere"],
         ["model=micro", "optim={lr: 0.01, weight_decay: 0.0}", "ffn.act=gelu"],
         ["hydra.job.config.override_dirname.kv_sep=:", "optim.lr=0.02"],
+        ["hydra.job.env_copy=[HOME]", "seed=1"], ["hydra={job: {env_copy: [HOME]}}"],
+        ["ffn=relu", "hydra.overrides.task=[a]"],
         ["data=shakespeare", "trainer.max_steps=4", "ffn=swiglu", "seed=2"],
     ]
     assert len(jobs) > 30

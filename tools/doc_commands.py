@@ -98,7 +98,7 @@ RULES: list[Rule] = [
     Rule(r"python -m ffnbench\.train (model=tiny|ffn=swiglu ffn\.budget=4)", "starts", timeout_s=300),
     Rule(r'make sweep EXP=bias ARGS="trainer\.accelerator=cpu .*"', "starts", timeout_s=300),
     Rule(r"make bench|python -m ffnbench\.bench --only .*", "starts", timeout_s=300),
-    # the campaign: planning its ~500 runs (lr rounds included) takes minutes before the first one trains
+    # the campaign: planning its ~500 runs (lr rounds included) takes a minute or more before the first one trains
     Rule(r"make sweep EXP=cpu_robust(_more)? CONFIRM=1|python -m ffnbench\.sweep cpu_robust --confirm --grids 0-2"
          r"|experiments/cpu-robust/campaign\.sh --restore experiments/cpu-robust/results\.jsonl",
          "starts", timeout_s=900),

@@ -101,7 +101,7 @@ def compose_many(override_lists: Iterable[Sequence[str]], config_name: str = "tr
         raise ConfigError(" ".join(str(e).split("\nConfig search path")[0].split())) from None
 
 
-HYDRA_READS = ("hydra.job", "hydra.searchpath", "hydra.runtime")
+HYDRA_READS = ("hydra.job", "hydra.searchpath", "hydra.runtime", "hydra.overrides")
 
 
 def _compose_job(overrides: list[str], config_name: str, return_hydra_config: bool, cache: dict) -> DictConfig:
@@ -120,9 +120,11 @@ def _compose_job(overrides: list[str], config_name: str, return_hydra_config: bo
     # Hydra's own split (hydra._internal.defaults_list.Overrides): a group override selects configs, the rest set values
     groups = [o for o in parsed if repo.group_exists(o.key_or_group) and not isinstance(o.value(), dict)]
     values = [o for o in parsed if all(o is not g for g in groups)]
-    # what Hydra reads after applying the values (hydra.job: env_copy, the override_dirname settings) or before it
-    # composes (hydra.searchpath), and sweeps: those jobs go the long way
-    if any(o.is_sweep_override() or o.key_or_group.startswith(HYDRA_READS) for o in parsed):
+    # what Hydra reads or writes after applying the values (hydra.job: env_copy, the override_dirname settings;
+    # hydra.runtime, hydra.overrides; the whole hydra node) or before it composes (hydra.searchpath), and sweeps:
+    # those jobs go the long way
+    if any(o.is_sweep_override() or o.key_or_group == "hydra" or o.key_or_group.startswith(HYDRA_READS)
+           for o in parsed):
         return by_hydra()
     key = ("groups", config_name, tuple(o.input_line for o in groups))
     if key not in cache:
