@@ -85,17 +85,11 @@ def _same(a, b) -> None:
 
 
 def test_compose_many_gives_what_hydra_composes_for_each_job_of_a_sweep():
-    from omegaconf import OmegaConf
-
-    from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
+    from fixtures.sweep.runs import preset_jobs
 
     jobs = []
     for name, every in (("quick", 2), ("cpu_robust", 50), ("lr", 5), ("cpu_robust_more", 40)):
-        cfg = compose([f"experiment={name}"], return_hydra_config=True)
-        sweeper = cfg.hydra.sweeper
-        params = OmegaConf.to_container(sweeper.params) if sweeper.get("params") else None
-        grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
-        jobs += expand_grids(params, grids, [f"experiment={name}"])[::every]
+        jobs += preset_jobs(name)[::every]
     jobs += [  # launchers, additions, deletions, dict values, keys Hydra reads after the values, the hydra node
         ["experiment=quick", "seed=3", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
         ["ffn=relu", "+foo=1", "~optim.weight_decay", "hydra.sweep.dir=/tmp/elsewhere"],

@@ -78,7 +78,8 @@ def compose_many(override_lists: Iterable[Sequence[str]], config_name: str = "tr
     each job's values applied to a copy, the way Hydra applies them (ConfigLoaderImpl._apply_overrides_to_config),
     with the `hydra` node's override lists and override_dirname rebuilt as Hydra builds them. A sweep of hundreds of
     jobs then composes a few dozen times, not hundreds (a composition takes a Hydra second or so); a job this path
-    cannot reproduce exactly (a value override of `hydra.job`, or any error) is composed by Hydra itself.
+    cannot reproduce exactly (a sweep, an override of what Hydra reads after the values: HYDRA_READS, the
+    whole `hydra` node; or any error) is composed by Hydra itself.
 
     `cache`: a dict the caller keeps, to compose an override list it has composed before only once (a sweep plans
     its jobs again after the lr-tuning stage). Each call gets a copy."""
