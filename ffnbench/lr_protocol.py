@@ -65,6 +65,15 @@ def next_lr(edge: float, direction: str) -> float:
     return lattice_lr(lattice_index(edge) + (1 if direction == "up" else -1))
 
 
+def neighbour_lrs(lr: float) -> tuple[float, float]:
+    """The lrs half an octave below and above `lr` (÷√2, ×√2), rounded as grids write them: its lattice neighbours
+    when `lr` is on the lattice (neighbour_lrs(0.004) == (0.00283, 0.00566)), else lr/√2 and lr·√2."""
+    k = lattice_index(lr)
+    if lattice_lr(k) == lr:
+        return lattice_lr(k - 1), lattice_lr(k + 1)
+    return round_lr(lr / STEP), round_lr(lr * STEP)
+
+
 @dataclass(frozen=True)
 class LrProtocol:
     """`cfg.lr_protocol` (conf/train.yaml). Not part of a run's identity: it decides which runs a sweep makes,
@@ -76,16 +85,21 @@ class LrProtocol:
         min_seeds: the fewest tuning seeds at each lr (robust only; at least SHORT_MIN_SEEDS).
         bracket_cap: how many half-octave steps the sweep may extend a grid by, in all, to bracket the optimum
             (0: never; the chosen lr may then sit at an edge, and the report names it).
+        judge_neighbours: every judged seed of an `optim.lr: tuned` job also runs at the chosen lr's two lattice
+            neighbours (×√2 and ÷√2, `neighbour_lrs`), so that the report can resample the lr choice itself (a
+            neighbour outside the tuning grid is still judged). The runs at the chosen lr are the ones they were.
     """
 
     robust: bool = False
     min_lrs: int = ROBUST_MIN_LRS
     min_seeds: int = ROBUST_MIN_SEEDS
     bracket_cap: int = 0
+    judge_neighbours: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.robust, bool):
-            raise ConfigError(f"lr_protocol.robust: expected true or false, got {self.robust!r}")
+        for name in ("robust", "judge_neighbours"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"lr_protocol.{name}: expected true or false, got {getattr(self, name)!r}")
         for name, low in (("min_lrs", SHORT_MIN_LRS), ("min_seeds", SHORT_MIN_SEEDS), ("bracket_cap", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -204,6 +218,26 @@ def chosen_lrs(tuning: Iterable[Run]) -> dict[tuple, float]:
     for k, rs in groups.items():
         with contextlib.suppress(ValueError):  # a group that cannot choose chose nothing
             out[k] = best_lr(rs)
+    return out
+
+
+NEIGHBOUR = "neighbour"  # Run.role of a judged run at a lattice neighbour of its variant's chosen lr
+
+
+def mark_neighbours(runs: Sequence[Run]) -> list[Run]:
+    """`runs` with role NEIGHBOUR on each judged run that `lr_protocol.judge_neighbours` made at an lr other than
+    the one its tuning runs choose (chosen_lrs): it is judged beside the chosen lr, never in its place. Runs
+    without that flag (records from before it) keep their role, whatever their lr."""
+    import dataclasses
+
+    chosen = chosen_lrs(runs)
+    out = []
+    for r in runs:
+        flagged = (r.result.config.get("lr_protocol") or {}).get("judge_neighbours") is True
+        lr = chosen.get(tuning_key(r))
+        if r.role == "judged" and flagged and lr is not None and r.lr != lr:
+            r = dataclasses.replace(r, role=NEIGHBOUR)
+        out.append(r)
     return out
 
 

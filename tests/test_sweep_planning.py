@@ -174,3 +174,43 @@ def test_a_sweep_interrupted_during_a_grid_extension_plans_the_same_extension_ag
     final, _ = planning.plan("linear", None, args)
     judged = [r for r in final if r.action == "start"]
     assert len(judged) == 1 and judged[0].tuned and "optim.lr=0.000707" in judged[0].overrides
+
+
+def test_judging_at_the_neighbours_adds_the_lrs_half_an_octave_either_side_and_keeps_the_chosen_run(tmp_path):
+    """lr_protocol.judge_neighbours: each judged seed runs at the chosen lr (the same run directory as without the
+    flag) and at its lattice neighbours ×√2 and ÷√2; an upper neighbour outside the tuning grid is still judged."""
+    grid = ("{ffn: gelu, optim.lr: '0.000125,0.000177,0.00025,0.000354,0.0005', seed: '100,101', tuning: true}")
+    plain = [*micro_args(tmp_path), "hydra.sweeper.params=null", "lr_protocol.robust=true", "lr_protocol.min_lrs=5",
+             "lr_protocol.min_seeds=2", f"hydra.sweeper.grids=[{grid}, {{ffn: gelu, optim.lr: tuned, seed: '0,1'}}]"]
+    flagged = [*plain[:-1], f"hydra.sweeper.grids=[{grid}, {{ffn: gelu, optim.lr: tuned, seed: '0,1', "
+                            "lr_protocol.judge_neighbours: true}]"]
+    runs, _ = planning.plan("linear", None, flagged)
+    assert [r.action for r in runs].count("wait") == 2  # no neighbours before the choice
+    _fake_outcomes([r for r in runs if r.action == "start"], lambda lr: 3.0 - lr)  # the largest lr wins: 0.0005
+    judged = [r for r in planning.plan("linear", None, flagged)[0] if r.tuned]
+    lrs = sorted({next(o for o in r.overrides if o.startswith("optim.lr=")) for r in judged})
+    assert lrs == ["optim.lr=0.000354", "optim.lr=0.0005", "optim.lr=0.000707"] and len(judged) == 6
+    without = [r for r in planning.plan("linear", None, plain)[0] if r.tuned]
+    assert {r.run_dir for r in without} == {r.run_dir for r in judged if "optim.lr=0.0005" in r.overrides}
+    assert all("judge_neighbours" not in r.run_dir.name for r in judged)  # the flag is not part of a run's name
+
+
+@pytest.mark.parametrize("lr, expected", [(0.004, (0.00283, 0.00566)), (0.0113, (0.008, 0.016)),
+                                          (0.003, (0.00212, 0.00424))])
+def test_the_neighbours_of_an_lr_are_half_an_octave_either_side(lr, expected):
+    from ffnbench.lr_protocol import neighbour_lrs
+
+    assert neighbour_lrs(lr) == expected
+
+
+def test_the_published_campaign_plans_every_record_as_skipped(tmp_path, cpu_only):
+    """Every record of experiments/cpu-robust/results.jsonl is a run the preset (its new arms included) still plans,
+    and plans as done: a changed name or identity would plan it as a conflict, or not at all."""
+    from ffnbench.sweep.restore import restore
+
+    records = [json.loads(line) for line in (REPO / "experiments" / "cpu-robust" / "results.jsonl").open()]
+    restore(REPO / "experiments" / "cpu-robust" / "results.jsonl", tmp_path / "cpu_robust")
+    runs, _ = planning.plan("cpu_robust", None, [f"runs_root={tmp_path}"])
+    actions = {r.run_dir.name: r.action for r in runs}
+    assert {rec["run_name"]: actions.get(rec["run_name"]) for rec in records} == {
+        rec["run_name"]: "skip" for rec in records}

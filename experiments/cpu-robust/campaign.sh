@@ -9,9 +9,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 restore=("$@")
-# The arms of the preset's top comment, in priority order; the arms beyond the ~10 h budget are cpu_robust_more's:
-#   EXP=cpu_robust_more, the same command, grids 0-1 2-3 4-5.
-for grids in 0-2 3-4 5-6 7-12; do
+# The arms of the preset's top comment, in priority order (arms 1-4 are done; grids 20-21 go first among the rest:
+# until their tuning runs finish, arm 4's 2-layer judged runs wait for their lr); the stability arm is
+# cpu_robust_more's: EXP=cpu_robust_more, the same command.
+for grids in 0-2 3-4 5-6 7-12 20-21 13-15 16-19,22-23 24-25 26-27 28-30 31-32; do
   echo "=== cpu_robust grids $grids ($(date -u +%FT%TZ))"
   WANDB_MODE=offline "$PY" -m ffnbench.sweep cpu_robust --confirm --launcher joblib --grids "$grids" --no-report \
     "${restore[@]}" -- logger=csv

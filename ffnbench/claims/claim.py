@@ -25,12 +25,15 @@ class Observations:
     runs: tuple[Run, ...]
     bench_files: tuple[Path, ...] = ()
     tuning: tuple[Run, ...] = ()
+    # judged runs at a lattice neighbour of their variant's chosen lr (lr_protocol.mark_neighbours): they widen
+    # the lr choice's uncertainty, and never stand in for the runs at the chosen lr
+    neighbours: tuple[Run, ...] = ()
 
     @classmethod
     def of(cls, runs: Iterable[Run], bench_files: Iterable[Path] = ()) -> Observations:
         runs = tuple(runs)
-        return cls(tuple(r for r in runs if r.role != "tuning"), tuple(bench_files),
-                   tuple(r for r in runs if r.role == "tuning"))
+        return cls(tuple(r for r in runs if r.role == "judged"), tuple(bench_files),
+                   tuple(r for r in runs if r.role == "tuning"), tuple(r for r in runs if r.role == "neighbour"))
 
     @property
     def with_tuning(self) -> tuple[Run, ...]:

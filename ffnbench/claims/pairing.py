@@ -306,7 +306,7 @@ def _best_lr_runs(side: list[Run], tuned: bool) -> tuple[float, tuple[Run, ...]]
         lr = best_lr(pool)
     except ValueError:  # half or more of the seeds diverged at every lr: no lr to judge it at
         return None
-    return lr, tuple(r for r in side if r.lr == lr and r.role != "tuning")
+    return lr, tuple(r for r in side if r.lr == lr and r.role == "judged")
 
 
 def compare_sides(runs: Iterable[Run], a: Callable[[Run], bool], b: Callable[[Run], bool],
@@ -322,7 +322,7 @@ def compare_sides(runs: Iterable[Run], a: Callable[[Run], bool], b: Callable[[Ru
         tuned = any(r.role == "tuning" for r in group)
         side_a = [r for r in group if a(r)]
         side_b = [r for r in group if b(r)]
-        judged_a, judged_b = ([r for r in side if r.role != "tuning"] for side in (side_a, side_b))
+        judged_a, judged_b = ([r for r in side if r.role == "judged"] for side in (side_a, side_b))
         (fin_a, ran_a), (fin_b, ran_b) = _lrs(judged_a), _lrs(judged_b)
         for lr in sorted((ran_a & ran_b) & (fin_a | fin_b)):
             out.append(Comparison(a=names[0], b=names[1], key=k, lr=f"lr {lr:g}", best_lr=False,

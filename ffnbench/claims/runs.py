@@ -55,7 +55,8 @@ class Run:
     curve: tuple  # ((tokens, val_loss), ...), finite points only
     error: str | None
     result: RunResult = field(repr=False)  # the whole record it was read from
-    # "tuning": run only to choose an lr (config `tuning: true`), never judged; "judged": everything else.
+    # "tuning": run only to choose an lr (config `tuning: true`), never judged; "judged": everything else, but
+    # "neighbour" (set by lr_protocol.mark_neighbours) for a judged run at a neighbour of its chosen lr.
     role: str = "judged"
 
     @classmethod

@@ -30,6 +30,7 @@ NAME_EXCLUDE_KEYS = ("seed", "experiment", "ffn", "ffn.act", "ffn.width", "ffn.b
                      *(k for k in NON_IDENTITY_KEYS if k not in ("trainer.compile", "trainer.compile_mode")),
                      # Hydra excludes exact keys: the blocks above by their settings, which a preset's grid may set
                      "lr_protocol.robust", "lr_protocol.min_lrs", "lr_protocol.min_seeds", "lr_protocol.bracket_cap",
+                     "lr_protocol.judge_neighbours",
                      "instability.plateau_margin", "instability.plateau_after", "instability.spike_margin")
 MAX_NAME_EXTRAS = 80  # longer override lists are replaced by a hash: file names have limits
 

@@ -39,7 +39,7 @@ def _groups(runs: list[Run]) -> dict[tuple, list[Run]]:
     chosen = chosen_lrs(runs)
     groups: dict[tuple, list[Run]] = {}
     for r in runs:
-        if r.role != "tuning":
+        if r.role == "judged":
             for lr in comparison_lrs(r, chosen):
                 groups.setdefault((r.setting, lr), []).append(r)
     return {k: rs for k, rs in groups.items()
@@ -67,7 +67,7 @@ def primary_runs(runs: list[Run]) -> list[Run]:
         return []
     setting, lr, _ = tables[0]
     chosen = chosen_lrs(runs)
-    return [r for r in runs if r.role != "tuning" and r.setting == setting and lr in comparison_lrs(r, chosen)]
+    return [r for r in runs if r.role == "judged" and r.setting == setting and lr in comparison_lrs(r, chosen)]
 
 
 def mean_of(values: Iterable[float | None]) -> float | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ffnbench.claims import MODEL_FACTORS, RUN_FACTORS, Run
+from ffnbench.lr_protocol import mark_neighbours
 from ffnbench.config.identity import NON_IDENTITY_KEYS, flatten, identity_diff
 from ffnbench.errors import FFNBenchError
 from ffnbench.fileio import CorruptRecord, read_json
@@ -175,6 +176,7 @@ def checked(loaded: Loaded) -> Loaded:
     """Refuse mixed configs; keep one record per variant and seed."""
     check_poolable(loaded.runs)
     loaded.runs, duplicates = drop_duplicates(loaded.runs)
+    loaded.runs = mark_neighbours(loaded.runs)
     loaded.unused += duplicates
     return loaded
 

@@ -261,7 +261,7 @@ def summary_paragraph(loaded: Loaded, results: list[ClaimResult]) -> str:
         return (f"No usable runs in `{loaded.source}` ({len(loaded.unused)} not used, listed below). Only the "
                 "analytic claims can be judged.")
     cfg = usable[0].result.config
-    judged = [r for r in loaded.runs if r.role != "tuning"]
+    judged = [r for r in loaded.runs if r.role == "judged"]
     tuning = [r for r in loaded.runs if r.role == "tuning"]
     finished = [r for r in judged if r.usable]
     seeds = sorted({r.seed for r in finished})

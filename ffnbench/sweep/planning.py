@@ -14,7 +14,7 @@ from ffnbench.config.compose import CONF_DIR, compose, compose_many
 from ffnbench.config.identity import HARDWARE_KEYS, with_hardware
 from ffnbench.config.schema import RunSpec, run_spec, to_container, trainer_config
 from ffnbench.errors import ConfigError, RunDirError
-from ffnbench.lr_protocol import check_protocols
+from ffnbench.lr_protocol import check_protocols, lr_protocol, neighbour_lrs
 from ffnbench.placement import planned_device_setup
 from ffnbench.progress import planned_flops
 from ffnbench.rundir import lock_holder, plan_run
@@ -115,8 +115,10 @@ def plan(experiment: str, launcher: str | None, args: list[str],
             runs.append(PlannedRun(c.job, c.run_dir, "blocked" if choice.blocked else "wait",
                                    f"lr: {choice.describe()}"))
         else:
-            resolved[len(runs)] = with_lr(c.job, choice.lr)
-            runs.append(None)
+            lrs = (choice.lr, *neighbour_lrs(choice.lr)) if lr_protocol(c.config).judge_neighbours else (choice.lr,)
+            for lr in lrs:  # the chosen lr first: the run at it keeps its place (and its name) in the plan
+                resolved[len(runs)] = with_lr(c.job, lr)
+                runs.append(None)
     for i, c in zip(resolved, _compose_jobs(list(resolved.values()), launcher_args, here, composed_cache)):
         runs[i] = dataclasses.replace(_classify(c), tuned=True)
     unique: dict[Path, PlannedRun] = {}  # a tuned job may be a run a grid names too (the same lr): it runs once
