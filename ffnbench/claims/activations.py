@@ -27,13 +27,14 @@ def comparison_claim(obs: Observations, a: str, b: str, what: str) -> tuple[Evid
     (rule: supported if its 95% CI lies above 0, contradicted if below 0, after the budget-match check and
     the divergence rule of pairing.Comparison); each comparison's lr protocol and sign along the curve are
     shown."""
-    comps = compare_sides(obs.with_tuning, act_is(a), act_is(b), matched_key, (a, b))
+    comps = compare_sides(obs.with_neighbours, act_is(a), act_is(b), matched_key, (a, b))
     best = primary(comps, obs.base_setting)
     ev = Evidence()
     if best is None:
         return ev, None
     checked = robust.check(best, comps, robust.verdict_rule(), what)
     ev.parts.append((what, checked.verdict))
+    ev.add_unchecked(checked.missing)
     ev.effect = f"{what} = {fmt_interval(best.diff)}" + (f" [{', '.join(checked.labels)}]" if checked.labels else "")
     ev.n = best.n
     ev.details = [line for c in comps for line in c.evidence(what, c is best)]
@@ -113,7 +114,7 @@ def c4(obs: Observations) -> Evidence:
 
 
 def c8(obs: Observations) -> Evidence:
-    comps = compare_sides(obs.with_tuning, act_is("swish"), act_is("relu"), matched_key, ("swish", "relu"))
+    comps = compare_sides(obs.with_neighbours, act_is("swish"), act_is("relu"), matched_key, ("swish", "relu"))
     ev = Evidence()
     if not comps:
         return ev
@@ -126,6 +127,7 @@ def c8(obs: Observations) -> Evidence:
         best = primary(at_depth, _at_depth(obs.base_setting, depth))
         checked = robust.check(best, at_depth, robust.verdict_rule(), f"{what} at {depth} layers")
         ev.parts.append((f"swish beats relu at {depth} layers", checked.verdict))
+        ev.add_unchecked(checked.missing)
         robustness.append(f"- {depth} layers: {checked.summary()} (deciding comparison, {best.where})")
         robustness += checked.lines
         ev.n = min_n(ev.n, best.n)
@@ -143,7 +145,8 @@ def c8(obs: Observations) -> Evidence:
         return ev
     d_s, d_d = shallow.seed_diffs, deep.seed_diffs
     interaction = one_sample({s: d_d[s] - d_s[s] for s in set(d_s) & set(d_d)})
-    label = f"advantage larger at {depths[-1]} than at {depths[0]} layers"
+    # what is measured: Δ = loss(relu) − loss(swish) grows with depth (swish's edge grows, or its deficit shrinks)
+    label = f"loss(relu) − loss(swish) larger at {depths[-1]} than at {depths[0]} layers"
     diverging = [str(c.divergence) for c in (shallow, deep) if c.divergence.differs]
     ev.parts.append((label, Verdict(INCONCLUSIVE, "; ".join(diverging)) if diverging
                      else verdict_better(interaction)))
@@ -182,6 +185,7 @@ def c13(obs: Observations) -> Evidence:
         ev.parts += [(f"linear worse than {other}", v) for _, v in part.parts] or \
             [(f"linear worse than {other}", Verdict(INCONCLUSIVE, f"no linear and {other} runs at a matched budget"))]
         ev.details += part.details
+        ev.add_unchecked(part.unchecked)
         if best is not None:
             ev.n = min_n(ev.n, part.n)
             ev.effect += f"{'; ' if ev.effect else ''}{part.effect}"

@@ -59,13 +59,16 @@ def bpb_cost(c: Comparison) -> tuple[Paired, str]:
 
 def c7(obs: Observations) -> Evidence:
     ev = Evidence()
-    comps = compare_sides(obs.with_tuning, lambda r: r.bias, lambda r: not r.bias, bias_free_key, ("bias", "no bias"))
+    comps = compare_sides(obs.with_neighbours, lambda r: r.bias, lambda r: not r.bias, bias_free_key,
+                          ("bias", "no bias"))
     for act in sorted({c.key.act for c in comps}):
         mine = [c for c in comps if c.key.act == act]
         best = primary(mine, obs.base_setting)
         cost, noise = bpb_cost(best)
-        checked = robust.check(best, mine, _rule, f"{act}: loss(no bias) − loss(bias)", _margin_side(best))
+        checked = robust.check(best, mine, _rule, f"{act}: loss(no bias) − loss(bias)", _margin_side(best),
+                               resample_lr=False)
         ev.parts.append((f"{act}: dropping biases costs < {BIAS_MARGIN_BPB:g} bpb", checked.verdict))
+        ev.add_unchecked(checked.missing)
         ev.n = min_n(ev.n, best.n)
         ev.effect += (f"{'; ' if ev.effect else ''}{act}: bpb(no bias) − bpb(bias) = "
                       f"{fmt_interval(cost, unit='bpb')} ({noise})"

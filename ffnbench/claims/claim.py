@@ -36,6 +36,12 @@ class Observations:
                    tuple(r for r in runs if r.role == "tuning"), tuple(r for r in runs if r.role == "neighbour"))
 
     @property
+    def with_neighbours(self) -> tuple[Run, ...]:
+        """The judged runs, the tuning runs and the neighbour runs: what compare_sides takes for a deciding
+        comparison (the neighbours widen its interval by the lr choice, claims.robust)."""
+        return (*self.runs, *self.tuning, *self.neighbours)
+
+    @property
     def with_tuning(self) -> tuple[Run, ...]:
         """The judged runs and the tuning runs that choose their lrs: what compare_sides takes."""
         return (*self.runs, *self.tuning)
@@ -60,6 +66,12 @@ class Evidence:
     effect: str = ""
     n: int | None = None
     details: list[str] = field(default_factory=list)
+    # the robustness factors (lr, init, length) that no runs varied for a deciding comparison (claims.robust): the
+    # parts are the reading where the runs ran; the claim is decided only where every factor ran and agrees
+    unchecked: list[str] = field(default_factory=list)
+
+    def add_unchecked(self, factors) -> None:
+        self.unchecked += [f for f in factors if f not in self.unchecked]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +118,24 @@ class ClaimResult:
     n: int | None
     details: list[str]
     parts: tuple[tuple[str, Verdict], ...] = ()
+    # the verdict where the runs ran (the parts' conjunction), before unchecked factors undecide it: the scoped
+    # reading ("relu beats swish at GPT-2's init, 1×"), never the claim's verdict where a factor is unchecked
+    scoped: Verdict | None = None
+    unchecked: tuple[str, ...] = ()
+
+
+UNCHECKED_ORDER = ("lr", "init", "length")
+
+
+def unchecked_verdict(verdict: Verdict, unchecked: Iterable[str]) -> Verdict:
+    """A decided verdict with unchecked factors → inconclusive (init unchecked), keeping what it would be."""
+    names = sorted(set(unchecked), key=lambda f: (UNCHECKED_ORDER.index(f) if f in UNCHECKED_ORDER else 9, f))
+    if not names or verdict.verdict == INCONCLUSIVE:
+        return verdict
+    label = ", ".join(names)
+    return Verdict(INCONCLUSIVE, f"inconclusive ({label} unchecked): no runs vary {label} for its deciding "
+                                 f"comparison (would be {verdict.verdict} where it ran: {verdict.reason})",
+                   verdict.p_value)
 
 
 def evaluate_claim(claim: Claim, obs: Observations) -> ClaimResult:
@@ -120,7 +150,11 @@ def evaluate_claim(claim: Claim, obs: Observations) -> ClaimResult:
     verdict = combine(ev.parts)
     if claim.kind == "trained" and (ev.n or 0) < 2 and verdict.verdict != INCONCLUSIVE:
         verdict = Verdict(INCONCLUSIVE, f"{ONE_SEED} (would be {verdict.verdict}: {verdict.reason})")
-    return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details, tuple(holm(ev.parts)))
+    scoped = verdict
+    if claim.kind == "trained":
+        verdict = unchecked_verdict(verdict, ev.unchecked)
+    return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details, tuple(holm(ev.parts)), scoped,
+                       tuple(ev.unchecked))
 
 
 def min_n(*ns: int | None) -> int | None:

@@ -190,10 +190,15 @@ class Comparison:
     # each side's tuning runs in this setting (FRESH_SEEDS only): the shared-lr pairs the lr-robust rule reads
     a_tuning: tuple[Run, ...] = ()
     b_tuning: tuple[Run, ...] = ()
+    # each side's judged runs at the neighbours of its chosen lr (FRESH_SEEDS, lr_protocol.judge_neighbours)
+    a_neighbours: tuple[Run, ...] = ()
+    b_neighbours: tuple[Run, ...] = ()
+    # (interval, its noise model) in place of the judged seeds' own: claims.robust's nested interval
+    interval: tuple[Paired, str] | None = None
 
     @cached_property
     def _difference(self) -> tuple[Paired, str]:
-        return paired_difference(self.a_runs, self.b_runs)
+        return self.interval or paired_difference(self.a_runs, self.b_runs)
 
     @property
     def diff(self) -> Paired:
@@ -314,7 +319,8 @@ def compare_sides(runs: Iterable[Run], a: Callable[[Run], bool], b: Callable[[Ru
     """One comparison per setting (key) and lr where both sides ran (finished or diverged) and one side
     finished; and where both sides ran at two or more lrs, one more with each side at its own best lr
     (best_lr), so that neither is judged at an lr that happens to suit the other. Runs marked tuning
-    (Run.role) only choose that lr: they are judged nowhere."""
+    (Run.role) only choose that lr: they are judged nowhere; judged runs at a neighbour of a side's chosen lr (role
+    neighbour) ride along with the best-lr comparison, for claims.robust's nested interval."""
     groups = group_by((r for r in runs if a(r) or b(r)), key)
     groups.pop(None, None)  # runs outside every setting of this comparison
     out = []
@@ -329,12 +335,14 @@ def compare_sides(runs: Iterable[Run], a: Callable[[Run], bool], b: Callable[[Ru
                                   a_runs=tuple(r for r in judged_a if r.lr == lr),
                                   b_runs=tuple(r for r in judged_b if r.lr == lr)))
         best_a, best_b = _best_lr_runs(side_a, tuned), _best_lr_runs(side_b, tuned)
+        near_a, near_b = ([r for r in side if r.role == "neighbour"] for side in (side_a, side_b))
         if best_a and best_b and best_a[1] and best_b[1]:
             out.append(Comparison(a=names[0], b=names[1], key=k, best_lr=True,
                                   lr=f"each at its best lr ({names[0]} {best_a[0]:g}, {names[1]} {best_b[0]:g})",
                                   a_runs=best_a[1], b_runs=best_b[1], protocol=FRESH_SEEDS if tuned else SAME_SEEDS,
                                   a_tuning=tuple(r for r in side_a if r.role == "tuning"),
-                                  b_tuning=tuple(r for r in side_b if r.role == "tuning")))
+                                  b_tuning=tuple(r for r in side_b if r.role == "tuning"),
+                                  a_neighbours=tuple(near_a), b_neighbours=tuple(near_b)))
     return out
 
 

@@ -16,17 +16,32 @@ Each check says whether it could be made: a label that could not be checked for 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ffnbench.claims.formatting import fmt_interval
-from ffnbench.claims.pairing import FRESH_SEEDS, Comparison, shared_lr_differences, without_factor
-from ffnbench.lr_protocol import bracketing
+from ffnbench.claims.pairing import (
+    FRESH_SEEDS,
+    Comparison,
+    paired_difference,
+    shared_lr_differences,
+    window_losses,
+    without_factor,
+)
+from ffnbench.claims.runs import outcomes_by_seed, run_by_seed
+from ffnbench.lr_protocol import ROBUST_MIN_LRS, ROBUST_MIN_SEEDS, bracketing
+from ffnbench.stats.bootstrap import hull, nested_lr_bootstrap
 from ffnbench.stats.intervals import Paired
 from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_better
 
 LR_ROBUST, LR_DEPENDENT = "lr-robust", "lr-dependent"
+LR_TUNING_ONLY = "lr checked on tuning seeds only"  # no neighbour runs: the sign test on the tuning seeds
+PLATEAU_EDGE = "plateau-edge"
+REDUCED_GRID = "reduced grid"
+SIZE_ROBUST, SIZE_DEPENDENT = "size-robust", "size-dependent"
+NESTED = "nested bootstrap: tuning seeds resampled and each lr chosen again among its judged lrs, then judged seeds"
 INIT_ROBUST, INIT_DEPENDENT = "init-robust", "init-dependent"
 LENGTH_ROBUST, EARLY = "length-robust", "early-training"
 NOT_BRACKETED = "optimum not bracketed"
@@ -46,6 +61,7 @@ class Robustness:
     checked: list[str] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # the factors (lr, init, length) no runs varied: unchecked
 
     def downgrade(self, label: str, why: str) -> None:
         """A decided verdict becomes inconclusive (label), keeping what it would have been."""
@@ -124,83 +140,217 @@ def _partner(comps: list[Comparison], best: Comparison, factors: tuple[str, ...]
     return max(found, key=lambda c: c.n) if found else None
 
 
-def _lr_verdict(c: Comparison, rule: Rule, side: Side | None = None) -> Verdict:
-    """A comparison's verdict with its own lr check (what the init rule compares across inits)."""
-    v = rule(c)
-    label, _ = lr_check(c, side)
+def nested(c: Comparison) -> Comparison | None:
+    """`c` with the interval that includes the lr choice (stats.bootstrap.nested_lr_bootstrap, widened to contain
+    the judged-only interval), where both sides were judged at a neighbour of their chosen lr too; None otherwise
+    (records without neighbour runs: the verdict keeps the judged seeds' interval, and the lr check falls back to
+    the tuning seeds)."""
+    if not c.best_lr or c.protocol != FRESH_SEEDS or not c.a_neighbours or not c.b_neighbours:
+        return None
+    if c.diff.mean is None:
+        return None
+
+    def tuning(runs) -> dict[float, dict[int, float]]:
+        out: dict[float, dict[int, float]] = {}
+        for lr in sorted({r.lr for r in runs}):
+            at = outcomes_by_seed(r for r in runs if r.lr == lr)
+            out[lr] = {s: (math.inf if r.diverged else r.loss) for s, r in at.items()}
+        return out
+
+    def judged(runs) -> dict[float, dict[int, list[float]]]:
+        out: dict[float, dict[int, list[float]]] = {}
+        for lr in sorted({r.lr for r in runs}):
+            for s, r in run_by_seed(x for x in runs if x.lr == lr).items():
+                w = window_losses(r)
+                out.setdefault(lr, {})[s] = list(w) if w is not None else [r.loss]
+        return out
+
+    chosen = (c.a_runs[0].lr, c.b_runs[0].lr)
+    paired = nested_lr_bootstrap(tuning(c.a_tuning), tuning(c.b_tuning), judged((*c.a_runs, *c.a_neighbours)),
+                                 judged((*c.b_runs, *c.b_neighbours)), chosen)
+    if paired is None:
+        return None
+    return dataclasses.replace(c, interval=(hull(paired, c.diff), NESTED))
+
+
+def judged_lrs(c: Comparison) -> tuple[list[float], list[float]]:
+    """Each side's judged lrs: its chosen one and the neighbours it was judged at."""
+    return (sorted({r.lr for r in (*c.a_runs, *c.a_neighbours)}), sorted({r.lr for r in (*c.b_runs, *c.b_neighbours)}))
+
+
+def pairs_check(c: Comparison, side: Side) -> tuple[str, list[str]]:
+    """LR_ROBUST when b − a on the judged seeds keeps the best-vs-best side of the threshold at every pair of
+    judged lrs (each side's chosen lr and its neighbours: up to 3 × 3), else LR_DEPENDENT; a line per pair."""
+    lrs_a, lrs_b = judged_lrs(c)
+    runs_a, runs_b = (*c.a_runs, *c.a_neighbours), (*c.b_runs, *c.b_neighbours)
+    cells, agree = [], True
+    for la in lrs_a:
+        for lb in lrs_b:
+            d, _ = paired_difference([r for r in runs_a if r.lr == la], [r for r in runs_b if r.lr == lb])
+            if d.mean is None:
+                continue
+            agree &= side(d.mean) == side(c.diff.mean)
+            cells.append(f"{c.a} {la:g} / {c.b} {lb:g}: {fmt_interval(d)}")
+    label = LR_ROBUST if agree else LR_DEPENDENT
+    return label, [f"  - {label} across the judged lrs ({c.b} − {c.a} on the judged seeds, each pair of a side's "
+                   f"chosen lr and its neighbours): " + "; ".join(cells)
+                   + ("" if agree else " — some pair falls on the other side of the rule's threshold")]
+
+
+def _lr_label(c: Comparison, side: Side) -> tuple[str | None, list[str]]:
+    """The lr check of `c`: across its judged lrs where it has neighbour runs, else on the tuning seeds."""
+    if c.a_neighbours and c.b_neighbours and c.best_lr and c.protocol == FRESH_SEEDS and c.diff.mean is not None:
+        return pairs_check(c, side)
+    return lr_check(c, side)
+
+
+def _judged_verdict(c: Comparison, rule: Rule, side: Side) -> Verdict:
+    """A comparison's verdict with its own lr check and, where it has neighbour runs, its nested interval: what the
+    init, length and size checks compare across their cells."""
+    v = rule(nested(c) or c)
+    label, _ = _lr_label(c, side)
     if label == LR_DEPENDENT and v.verdict in DECIDED:
         return Verdict(INCONCLUSIVE, f"{LR_DEPENDENT} (would be {v.verdict})")
     return v
 
 
-def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side: Side | None = None) -> Robustness:
+def plateau_rates(tuning: tuple, lr: float) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+    """(plateaued, seeds) among the tuning runs at `lr` and at the next lr above it that they tried; None where no
+    tuning run there recorded its instabilities."""
+    def rate(at: float):
+        runs = [r for r in tuning if r.lr == at and r.result.instabilities is not None]
+        if not runs:
+            return None
+        return sum(any(i.get("kind") == "plateau" for i in r.result.instabilities) for r in runs), len(runs)
+
+    above = sorted(r.lr for r in tuning if r.lr > lr)
+    return rate(lr), (rate(above[0]) if above else None)
+
+
+def grid_shape(tuning: tuple) -> tuple[int, int]:
+    """(lrs, seeds per lr, the fewest) of a side's tuning grid."""
+    lrs = {r.lr for r in tuning}
+    return len(lrs), min((len({r.seed for r in tuning if r.lr == lr}) for lr in lrs), default=0)
+
+
+def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side: Side | None = None,
+          resample_lr: bool = True) -> Robustness:
     """Every check of the module docstring on the deciding comparison `best`, among all of a claim's comparisons
     `comps` (the other settings it ran in); `rule` gives a comparison's verdict, and `side` which side of its
     threshold a difference falls on (the sign for "better" rules; C7's margin for its non-inferiority), which the lr
-    and length checks compare."""
-    out = Robustness(rule(best))
+    and length checks compare. `resample_lr`: the verdict reads the nested interval where neighbour runs exist (C7,
+    whose rule reads bits per byte, keeps its judged-seed interval)."""
     side = side or _sign
+    wide = nested(best) if resample_lr else None
+    out = Robustness(rule(wide or best))
+    if wide is not None:
+        out.lines.append(f"  - interval with the lr choice ({NESTED}): {fmt_interval(wide.diff)}, against "
+                         f"{fmt_interval(best.diff)} on the judged seeds at the chosen lrs alone")
     # lr
-    label, lines = lr_check(best, side)
+    label, lines = _lr_label(best, side)
     out.lines += lines
+    unchecked: list[str] = []
     if label is None:
         out.unchecked.append("lr (no tuned, fresh-seed comparison with shared-lr tuning runs)")
+        unchecked.append("lr")
     else:
         out.checked.append("lr")
         out.labels.append(label)
+        if not (best.a_neighbours and best.b_neighbours):
+            out.labels.append(LR_TUNING_ONLY)
         if label == LR_DEPENDENT:
-            out.downgrade("inconclusive (lr-dependent)", "the shared-lr differences at the chosen lrs have the other "
-                                                         "sign")
+            out.downgrade("inconclusive (lr-dependent)", "the differences at other lrs have the other sign")
     edges = bracket_check(best)
     if edges:
         out.labels.append(NOT_BRACKETED)
         out.lines.append(f"  - {NOT_BRACKETED}: {'; '.join(edges)}")
+    if best.best_lr and best.protocol == FRESH_SEEDS:
+        shapes = {name: grid_shape(t) for name, t in ((best.a, best.a_tuning), (best.b, best.b_tuning)) if t}
+        thin = {n: sh for n, sh in shapes.items() if sh[0] < ROBUST_MIN_LRS or sh[1] < ROBUST_MIN_SEEDS}
+        if thin:
+            out.labels.append(REDUCED_GRID)
+            out.lines.append(f"  - {REDUCED_GRID}: " + "; ".join(f"{n}: {k} lrs × {m} tuning seeds" for n, (k, m)
+                                                                in thin.items())
+                             + f" (the full protocol: ≥ {ROBUST_MIN_LRS} × ≥ {ROBUST_MIN_SEEDS})")
+        edge_lines = []
+        for name, tuning, judged in ((best.a, best.a_tuning, best.a_runs), (best.b, best.b_tuning, best.b_runs)):
+            at, above = plateau_rates(tuning, judged[0].lr)
+            if above is not None and above[0] > 0:
+                edge_lines.append(f"{name}: plateaued on {at[0] if at else '?'} of {at[1] if at else '?'} tuning "
+                                  f"seeds at its chosen lr {judged[0].lr:g}, {above[0]} of {above[1]} at the next "
+                                  "lr above")
+        if edge_lines:
+            out.labels.append(PLATEAU_EDGE)
+            out.lines.append(f"  - {PLATEAU_EDGE} (the lr above the chosen one plateaus: the difference measures "
+                             f"whether a run escapes the early plateau): {'; '.join(edge_lines)}")
     # init
     other = _partner(comps, best, ("model.init",))
     if other is None:
         out.unchecked.append("init (no runs under the other model.init)")
+        unchecked.append("init")
     else:
         out.checked.append("init")
-        mine, theirs = _lr_verdict(best, rule, side), _lr_verdict(other, rule, side)
+        mine, theirs = _judged_verdict(best, rule, side), _judged_verdict(other, rule, side)
         same = mine.verdict == theirs.verdict  # a decided verdict stands only where the other init decides alike
         out.labels.append(INIT_ROBUST if same else INIT_DEPENDENT)
+        wide_other = nested(other) or other
         out.lines.append(f"  - {INIT_ROBUST if same else INIT_DEPENDENT}: {what} under model.init="
-                         f"{other.key.factor('model.init')} ({other.lr}) = {fmt_interval(other.diff)} (n = "
-                         f"{other.n}): {theirs.verdict}, against {mine.verdict} under "
+                         f"{other.key.factor('model.init')} ({other.lr}) = {fmt_interval(wide_other.diff)}"
+                         f" (n = {other.n}): {theirs.verdict}, against {mine.verdict} under "
                          f"{best.key.factor('model.init')}")
         if not same:
             out.downgrade("inconclusive (init-dependent)", f"the inits disagree ({mine.verdict} under "
                                                            f"{best.key.factor('model.init')}, {theirs.verdict} under "
                                                            f"{other.key.factor('model.init')})")
-    # length
+    # length: the 4× interval must give the same decided verdict; the point estimates only name the trend
     base_tokens = best.key.factor("trainer.tokens_per_param")
     tokens = "trainer.tokens_per_param"
     longer = None if base_tokens is None else _partner(
         comps, best, (tokens,), lambda c: c.key.factor(tokens) == base_tokens * LONGER)
     if longer is None or longer.diff.mean is None or best.diff.mean is None:
         out.unchecked.append(f"training length (no runs at {LONGER}× the tokens)")
+        unchecked.append("length")
     else:
         out.checked.append("training length")
         d1, d4 = best.diff.mean, longer.diff.mean
+        mine, theirs = _judged_verdict(best, rule, side), _judged_verdict(longer, rule, side)
         flipped = side(d1) != side(d4)
         shrunk = abs(d4) < abs(d1) / 2
         label = EARLY if flipped or shrunk else LENGTH_ROBUST
         out.labels.append(label)
         how = "changes side" if flipped else ("shrinks by more than half" if shrunk else "holds")
         out.lines.append(f"  - {label}: {what} at {base_tokens * LONGER:g} tokens/param ({longer.lr}) = "
-                         f"{fmt_interval(longer.diff)} (n = {longer.n}) against {d1:+.3f} at {base_tokens:g}: the "
-                         f"effect {how}")
-        if flipped:
-            out.downgrade("inconclusive (early-training)", f"the effect changes side from {base_tokens:g} to "
-                                                           f"{base_tokens * LONGER:g} tokens per parameter")
-    # size and stability options: shown, never deciding
+                         f"{fmt_interval((nested(longer) or longer).diff)} (n = {longer.n}): {theirs.verdict}, "
+                         f"against {d1:+.3f} ({mine.verdict}) at {base_tokens:g}: the effect {how}")
+        if mine.verdict != theirs.verdict:
+            out.downgrade("inconclusive (early-training)", f"at {base_tokens * LONGER:g} tokens per parameter the "
+                                                           f"verdict is {theirs.verdict}, at {base_tokens:g} "
+                                                           f"{mine.verdict}")
+    # size: where the sweep ran this comparison at a second size, it must agree; the stability options are shown
     size = _partner(comps, best, ("model.name", "model.d_model"))
+    if size is not None:
+        out.checked.append("size")
+        mine, theirs = _judged_verdict(best, rule, side), _judged_verdict(size, rule, side)
+        same = mine.verdict == theirs.verdict
+        out.labels.append(SIZE_ROBUST if same else SIZE_DEPENDENT)
+        out.lines.append(f"  - {SIZE_ROBUST if same else SIZE_DEPENDENT}: {what} at d_model "
+                         f"{size.key.factor('model.d_model')} ({size.lr}) = {fmt_interval((nested(size) or size).diff)}"
+                         f" (n = {size.n}): {theirs.verdict}, against {mine.verdict} at d_model "
+                         f"{best.key.factor('model.d_model')}")
+        if not same:
+            out.downgrade("inconclusive (size-dependent)", f"the sizes disagree ({mine.verdict} at d_model "
+                                                           f"{best.key.factor('model.d_model')}, {theirs.verdict} at "
+                                                           f"{size.key.factor('model.d_model')})")
     stable = _partner(comps, best, ("model.qk_norm", "optim.z_loss"), lambda c: bool(c.key.factor("model.qk_norm")))
-    for seen, words in ((size, lambda c: f"at d_model {c.key.factor('model.d_model')}"),
-                        (stable, lambda c: f"with qk-norm and z-loss {c.key.factor('optim.z_loss'):g}")):
-        if seen is not None:
-            out.lines.append(f"  - {words(seen)} ({seen.lr}): {what} = {fmt_interval(seen.diff)} (n = {seen.n}), "
-                             f"{rule(seen).verdict}; shown, not deciding")
+    if stable is not None:
+        out.lines.append(f"  - with qk-norm and z-loss {stable.key.factor('optim.z_loss'):g} ({stable.lr}): {what} "
+                         f"= {fmt_interval(stable.diff)} (n = {stable.n}), {rule(stable).verdict}; shown, not "
+                         "deciding")
+    # a check that never ran does not pass: the claim's verdict is decided only where every factor ran and agrees
+    # (claim.evaluate_claim undecides it); the verdict here is the reading where it ran
+    if unchecked:
+        out.missing = unchecked
+        out.labels.append(f"{', '.join(unchecked)} unchecked")
     return out
 
 

@@ -7,6 +7,7 @@ from collections import defaultdict
 from itertools import pairwise
 from typing import NamedTuple
 
+import ffnbench.claims.robust as robust
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.pairing import FRESH_SEEDS, ONE_LR, Comparison, PairKey
@@ -79,25 +80,47 @@ def _fixed_d(act: str, ratios: dict[float, list[Run]], ev: Evidence) -> None:
                       "law L = c + a·r^(−α) has them)")
 
 
-def _fixed_budget(act: str, key: Series, ratios: dict[float, list[Run]], ev: Evidence) -> None:
+def _tuning_of(obs: Observations, runs: list[Run]) -> tuple[Run, ...]:
+    """The tuning runs that chose the lr of `runs` (one width's judged runs): those of their tuning key."""
+    key = tuning_key(runs[0])
+    return tuple(r for r in obs.tuning if tuning_key(r) == key)
+
+
+def _comparison(obs: Observations, act: str, key: Series, ratios: dict[float, list[Run]], other: float) -> Comparison:
+    """loss(other×) − loss(4×) in one series, paired by seed, with each width's tuning runs (the lr check's)."""
+    tuned = key.lr is None
+    return Comparison(a=f"{act} {SWEET:g}×", b=f"{act} {other:g}×",
+                      key=PairKey(key.setting, bias=key.bias, multiple_of=key.multiple_of),
+                      lr=_lr_text(key, ratios), best_lr=tuned, a_runs=tuple(ratios[SWEET]),
+                      b_runs=tuple(ratios[other]), protocol=ONE_LR if not tuned else FRESH_SEEDS,
+                      a_tuning=_tuning_of(obs, ratios[SWEET]) if tuned else (),
+                      b_tuning=_tuning_of(obs, ratios[other]) if tuned else ())
+
+
+def _fixed_budget(obs: Observations, act: str, key: Series, series: dict[Series, dict[float, list[Run]]],
+                  ev: Evidence) -> None:
     """At a fixed non-embedding budget: 4× must beat both neighbours, 2× and 8×, each paired by seed (one part
-    each, Holm-corrected with the claim's other parts by stats.multiplicity.combine); the other ratios are
-    described."""
-    pair_key = PairKey(key.setting, bias=key.bias, multiple_of=key.multiple_of)
+    each, Holm-corrected with the claim's other parts by stats.multiplicity.combine), each checked across the
+    other series that ran it (claims.robust: lr, init, length); the other ratios are described."""
+    ratios = series[key]
     effects = []
     for other in sorted(ratios):
         if other == SWEET:
             continue
-        comp = Comparison(a=f"{act} {SWEET:g}×", b=f"{act} {other:g}×", key=pair_key, lr=_lr_text(key, ratios),
-                          best_lr=key.lr is None, a_runs=tuple(ratios[SWEET]), b_runs=tuple(ratios[other]),
-                          protocol=ONE_LR if key.lr is not None else FRESH_SEEDS)
+        comp = _comparison(obs, act, key, ratios, other)
         what = f"{act}: loss({other:g}×) − loss({SWEET:g}×)"
         deciding = other in NEIGHBOURS
-        if deciding:
-            ev.parts.append((f"{act} at a fixed budget: {SWEET:g}× beats {other:g}×", comp.verdict()))
-            ev.n = min_n(ev.n, comp.n)
-            effects.append(f"loss({other:g}×) − loss({SWEET:g}×) = {fmt_interval(comp.diff)}")
         ev.details += comp.evidence(what, deciding)
+        if deciding:
+            others = [_comparison(obs, act, k, rs, other) for k, rs in series.items()
+                      if k != key and {SWEET, other} <= set(rs)]
+            checked = robust.check(comp, [comp, *others], robust.verdict_rule(), what)
+            ev.parts.append((f"{act} at a fixed budget: {SWEET:g}× beats {other:g}×", checked.verdict))
+            ev.add_unchecked(checked.missing)
+            ev.n = min_n(ev.n, comp.n)
+            effects.append(f"loss({other:g}×) − loss({SWEET:g}×) = {fmt_interval(comp.diff)}"
+                           + (f" [{', '.join(checked.labels)}]" if checked.labels else ""))
+            ev.details += [f"- {checked.summary()} (deciding comparison, {comp.where})", *checked.lines]
     ev.effect += f"{'; ' if ev.effect else ''}{act} at a fixed budget: {'; '.join(effects)}"
 
 
@@ -137,7 +160,7 @@ def _activation(obs: Observations, act: str, ev: Evidence) -> bool:
                          f"{', '.join(f'{x:g}×' for x in found)}): run `make sweep EXP=widths`")))
         return True
     ev.details += _table(act, key, fixed_b[key])
-    _fixed_budget(act, key, fixed_b[key], ev)
+    _fixed_budget(obs, act, key, fixed_b, ev)
     return True
 
 
@@ -146,4 +169,7 @@ def c1(obs: Observations) -> Evidence:
     seen_width_runs = [_activation(obs, act, ev) for act in ("relu", "gelu")]
     if ev.n is None and any(seen_width_runs):
         ev.n = 0  # runs exist, just not the ones the rule needs (not "not in this sweep")
+    ran = [act for act, seen in zip(("relu", "gelu"), seen_width_runs) if seen]
+    if ran and len(ran) < 2:  # the rule asks every activation: say which one the verdict rests on
+        ev.effect += f" (only {ran[0]} ran a width arm)"
     return ev

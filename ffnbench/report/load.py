@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ffnbench.claims import MODEL_FACTORS, RUN_FACTORS, Run
-from ffnbench.lr_protocol import mark_neighbours
 from ffnbench.config.identity import NON_IDENTITY_KEYS, flatten, identity_diff
 from ffnbench.errors import FFNBenchError
 from ffnbench.fileio import CorruptRecord, read_json
+from ffnbench.lr_protocol import mark_neighbours
 from ffnbench.result import RESULT_FILE, RunResult
 from ffnbench.rundir import RUN_CONFIG_FILE, SWEEP_MANIFEST
 

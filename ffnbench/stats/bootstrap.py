@@ -91,3 +91,82 @@ def _crossed_means(rng: np.random.Generator, windows: np.ndarray, pick: np.ndarr
         per_seed = windows[:, idx].mean(axis=2)  # seeds × b: every seed under the replicate's window draw
         out[i:i + b] = per_seed[pick[i:i + b], np.arange(b)[:, None]]
     return out
+
+
+LrLosses = Mapping[float, Mapping[int, float]]  # {lr: {tuning seed: final loss, +inf for a diverged seed}}
+LrWindows = Mapping[float, Mapping[int, Sequence[float]]]  # {lr: {judged seed: per-window validation losses}}
+
+
+def _choose(losses: LrLosses, drawn: Sequence[int]) -> float | None:
+    """The lr with the lowest median over the drawn tuning seeds (a seed drawn twice counts twice; +inf for a
+    diverged one), ties to the smaller lr: lr_protocol.best_lr's rule on a resample. None: no finite median."""
+    best: tuple[float, float] | None = None
+    for lr in sorted(losses):
+        values = [losses[lr][s] for s in drawn if s in losses[lr]]
+        if not values:
+            continue
+        m = float(np.median(values))
+        if np.isfinite(m) and (best is None or m < best[0]):
+            best = (m, lr)
+    return None if best is None else best[1]
+
+
+def nested_lr_bootstrap(tuning_a: LrLosses, tuning_b: LrLosses, judged_a: LrWindows, judged_b: LrWindows,
+                        chosen: tuple[float, float], n_boot: int = 2000, seed: int = 0,
+                        confidence: float = CONFIDENCE) -> Paired | None:
+    """b − a with the lr choice inside the interval: each replicate resamples the tuning seeds (one draw for both
+    sides: they share them), chooses each side's lr again among its judged lrs (the lowest median tuning loss), then
+    resamples the judged seeds both sides ran at those lrs, and one set of validation windows for all of them (as
+    hierarchical_bootstrap). `chosen`: each side's lr on all tuning seeds, whose judged difference is the estimate.
+
+    A choice that one tuning seed can flip moves replicates to another pair of lrs, and widens the interval by what
+    that pair's difference differs; a choice that never moves gives the judged-only interval (up to resampling).
+    None when the chosen pair has fewer than two paired judged seeds."""
+    lrs_a = [lr for lr in tuning_a if lr in judged_a]
+    lrs_b = [lr for lr in tuning_b if lr in judged_b]
+    pair_diffs: dict[tuple[float, float], tuple[tuple[int, ...], np.ndarray]] = {}
+    for la in set(lrs_a) | {chosen[0]}:
+        for lb in set(lrs_b) | {chosen[1]}:
+            if la not in judged_a or lb not in judged_b:
+                continue
+            shared = tuple(sorted(set(judged_a[la]) & set(judged_b[lb])))
+            rows = [np.asarray(judged_b[lb][s], float) - np.asarray(judged_a[la][s], float) for s in shared]
+            if len(shared) >= 2 and len({len(r) for r in rows}) == 1:
+                pair_diffs[(la, lb)] = (shared, np.stack(rows))
+    if chosen not in pair_diffs:
+        return None
+    seeds_t = sorted({s for t in (tuning_a, tuning_b) for at in t.values() for s in at})
+    rng = np.random.default_rng(seed)
+    boot = np.empty(n_boot)
+    for i in range(n_boot):
+        drawn = [seeds_t[j] for j in rng.integers(0, len(seeds_t), len(seeds_t))] if seeds_t else []
+        pair = (_choose({lr: tuning_a[lr] for lr in lrs_a}, drawn) or chosen[0],
+                _choose({lr: tuning_b[lr] for lr in lrs_b}, drawn) or chosen[1])
+        shared, rows = pair_diffs.get(pair, pair_diffs[chosen])
+        picked = rows[rng.integers(0, len(shared), len(shared))]
+        windows = rng.integers(0, rows.shape[1], rows.shape[1]) if rows.shape[1] > 1 else np.zeros(1, int)
+        boot[i] = picked[:, windows].mean()
+    boot.sort()
+    shared, rows = pair_diffs[chosen]
+    means = rows.mean(axis=1)
+    low, high = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2], method="inverted_cdf")
+    p = min(1.0, 2 * min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))))
+    return Paired(len(shared), float(means.mean()), float(means.std(ddof=1)), float(low), float(high), p, shared,
+                  "nested bootstrap", se=float(boot.std(ddof=1)), boot=tuple(boot.tolist()))
+
+
+def hull(nested: Paired, judged: Paired) -> Paired:
+    """The nested interval widened to contain the judged-only one: resampling the lr choice may only add
+    uncertainty, never remove what the judged seeds alone show (its p-value the larger of the two)."""
+    if not judged.has_ci or not nested.has_ci:
+        return nested
+    low, high = min(nested.ci_low, judged.ci_low), max(nested.ci_high, judged.ci_high)
+    if (low, high) == (nested.ci_low, nested.ci_high):
+        return nested
+    # the wider interval's bounds with replicates that reproduce them: the verdicts read p-values off `boot`, so
+    # the replicates are shifted out to the hull's ends at both tails
+    boot = np.asarray(nested.boot)
+    boot = np.where(boot <= nested.ci_low, boot - (nested.ci_low - low), boot)
+    boot = np.where(boot >= nested.ci_high, boot + (high - nested.ci_high), boot)
+    return Paired(nested.n, nested.mean, nested.std, low, high, max(nested.p_value or 0, judged.p_value or 0),
+                  nested.seeds, nested.method, se=nested.se, boot=tuple(np.sort(boot).tolist()))
