@@ -35,7 +35,8 @@ def comparison_claim(obs: Observations, a: str, b: str, what: str) -> tuple[Evid
     checked = robust.check(best, comps, robust.verdict_rule(), what)
     ev.parts.append((what, checked.verdict))
     ev.add_unchecked(checked.missing)
-    ev.effect = f"{what} = {fmt_interval(best.diff)}" + (f" [{', '.join(checked.labels)}]" if checked.labels else "")
+    ev.effect = f"{what} = {fmt_interval(checked.deciding.diff)}" + (f" [{', '.join(checked.labels)}]"
+                                                                      if checked.labels else "")
     ev.n = best.n
     ev.details = [line for c in comps for line in c.evidence(what, c is best)]
     ev.details += [f"- {checked.summary()} (deciding comparison, {best.where})", *checked.lines]
@@ -132,7 +133,8 @@ def c8(obs: Observations) -> Evidence:
         robustness += checked.lines
         ev.n = min_n(ev.n, best.n)
         deciding.append(best)
-        ev.effect += f"{'; ' if ev.effect else f'{what}: '}{depth} layers {fmt_interval(best.diff)}"
+        ev.effect += (f"{'; ' if ev.effect else f'{what}: '}{depth} layers {fmt_interval(checked.deciding.diff)}"
+                      + (f" [{', '.join(checked.labels)}]" if checked.labels else ""))
     ev.details = [line for c in comps for line in c.evidence(what, any(c is d for d in deciding))] + robustness
     if len(depths) < 2:
         ev.parts.append(("more so in deeper networks",

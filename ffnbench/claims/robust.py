@@ -62,6 +62,7 @@ class Robustness:
     unchecked: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # the factors (lr, init, length) no runs varied: unchecked
+    deciding: Comparison | None = None  # the comparison the verdict read: with the nested interval where it has one
 
     def downgrade(self, label: str, why: str) -> None:
         """A decided verdict becomes inconclusive (label), keeping what it would have been."""
@@ -242,7 +243,7 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
     whose rule reads bits per byte, keeps its judged-seed interval)."""
     side = side or _sign
     wide = nested(best) if resample_lr else None
-    out = Robustness(rule(wide or best))
+    out = Robustness(rule(wide or best), deciding=wide or best)
     if wide is not None:
         out.lines.append(f"  - interval with the lr choice ({NESTED}): {fmt_interval(wide.diff)}, against "
                          f"{fmt_interval(best.diff)} on the judged seeds at the chosen lrs alone")

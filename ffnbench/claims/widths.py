@@ -118,7 +118,7 @@ def _fixed_budget(obs: Observations, act: str, key: Series, series: dict[Series,
             ev.parts.append((f"{act} at a fixed budget: {SWEET:g}× beats {other:g}×", checked.verdict))
             ev.add_unchecked(checked.missing)
             ev.n = min_n(ev.n, comp.n)
-            effects.append(f"loss({other:g}×) − loss({SWEET:g}×) = {fmt_interval(comp.diff)}"
+            effects.append(f"loss({other:g}×) − loss({SWEET:g}×) = {fmt_interval(checked.deciding.diff)}"
                            + (f" [{', '.join(checked.labels)}]" if checked.labels else ""))
             ev.details += [f"- {checked.summary()} (deciding comparison, {comp.where})", *checked.lines]
     ev.effect += f"{'; ' if ev.effect else ''}{act} at a fixed budget: {'; '.join(effects)}"
