@@ -34,6 +34,12 @@ def test_every_claims_rule_in_docs_is_the_registrys_rule():
         elif marked[c.id][0] != c.rule:
             problems.append(f"{c.id}: the rule differs from ffnbench/claims/registry.py's; paste the registry's:\n"
                             f"{c.rule}")
+    from ffnbench.claims.registry import SHARED_RULES
+
+    shared = re.search(r"<!-- rule:shared -->\n(.*?)\n<!-- /rule:shared -->", text, flags=re.S)
+    expected = "\n".join(f"- **{k}:** {v}." for k, v in SHARED_RULES.items())
+    if shared is None or shared.group(1) != expected:
+        problems.append(f"the shared rules differ from ffnbench/claims/registry.py's SHARED_RULES; paste:\n{expected}")
     unknown = sorted(set(marked) - {c.id for c in CLAIMS})
     problems += [f"{i}: a rule block for a claim the registry does not have" for i in unknown]
     opened = set(re.findall(r"<!-- rule:(C\d+) -->", text))

@@ -17,22 +17,39 @@ from ffnbench.claims.sparsity import DEAD_REPORTED, GELU_ZERO_TOL, HALF_BAND, HA
 from ffnbench.claims.widths import c1
 
 _BETTER = "supported if the 95% CI of Δ lies above 0, contradicted if it lies below 0, inconclusive otherwise"
-# The divergence rule of every paired comparison (ffnbench.claims.pairing.Comparison) and the multiplicity policy.
-_DIVERGED = ("a diverged run is a failure, never dropped: if, over the seeds both sides ran, a seed diverged on one "
-             "side only, the comparison is inconclusive (\"x diverged on k of n seeds, y on j\") unless Fisher's exact "
-             "test finds the divergence rates different (p < 0.05), and then the side that diverged less wins")
-_HOLM = "Holm over the claim's parts (family α = 0.05)"
-# Which comparison decides (pairing.primary), and the robustness rules it must survive (claims.robust).
-_DECIDES = ("decided by the pre-registered comparison: each side at the lr with the lowest median tuning loss, judged "
-            "on fresh seeds, in the sweep's base setting (its most common setting with GPT-2 init and no qk-norm or "
-            "z-loss; a tie goes to the shorter training)")
-_ROBUST = ("robustness (claims.robust): lr-dependent — the paired shared-lr differences on the tuning seeds at both "
-           "chosen lrs must have the best-vs-best sign, else inconclusive (lr-dependent); init-dependent — under "
-           "model.init=fan_in, with its own lr protocol, the same comparison must give the same decided verdict, else "
-           "inconclusive (init-dependent); early-training — at 4× the tokens an effect that shrinks by more than half "
-           "is labelled early-training, one that changes sign makes the verdict inconclusive (early-training); a "
-           "chosen lr at an edge of its grid is labelled optimum not bracketed; the other model size and the "
-           "qk-norm/z-loss arm are shown; a check without the runs it needs is listed as not checked")
+# The rules every trained comparison shares, stated once (REPORT.md's Method; docs/claims.md): a claim's own rule
+# names them by these names.
+SHARED_RULES = {
+    "the deciding comparison": (
+        "the pre-registered comparison decides: each side at the lr with the lowest median tuning loss, judged on "
+        "fresh seeds, in the sweep's base setting (its most common setting with GPT-2 init and no qk-norm or z-loss; "
+        "a tie goes to the shorter training); the other settings are shown and checked against it"),
+    "the divergence rule": (
+        "a diverged run is a failure, never dropped: if, over the seeds both sides ran, a seed diverged on one side "
+        "only, the comparison is inconclusive (\"x diverged on k of n seeds, y on j\") unless Fisher's exact test "
+        "finds the divergence rates different (p < 0.05), and then the side that diverged less wins"),
+    "the robustness rules": (
+        "(claims.robust) a trained verdict is decided only where every factor was run for the deciding comparison's "
+        "variants and agrees; a factor no run varied leaves the claim inconclusive (lr, init or length unchecked), "
+        "its reading where the runs ran stated beside it. lr: where each side was also judged at its chosen lr's "
+        "neighbours (×√2, ÷√2), the interval is a nested bootstrap that resamples the tuning seeds and chooses each "
+        "lr again among its judged lrs before resampling the judged seeds (widened to contain the judged-only "
+        "interval), and b − a must keep its side at every pair of judged lrs; without neighbour runs, the paired "
+        "shared-lr differences on the tuning seeds at both chosen lrs must keep it (labelled lr checked on tuning "
+        "seeds only); else inconclusive (lr-dependent). init: under the other model.init, with its own lr protocol, "
+        "the same decided verdict, else inconclusive (init-dependent). length: at 4× the tokens the same decided "
+        "verdict from its interval, else inconclusive (early-training); an effect that shrinks by more than half is "
+        "labelled early-training. size: where the sweep ran the comparison at a second d_model, the same decided "
+        "verdict, else inconclusive (size-dependent). Labels: optimum not bracketed (a chosen lr at its grid's edge), "
+        "plateau-edge (the next lr above a chosen one plateaus on some tuning seed), reduced grid (fewer than 7 lrs "
+        "× 3 tuning seeds); the qk-norm/z-loss arm is shown"),
+    "Holm": "a part's decision stands only if it survives Holm's step-down procedure over the claim's parts "
+            "(family α = 0.05)",
+}
+_DIVERGED = "the divergence rule"
+_HOLM = "Holm over the claim's parts"
+_DECIDES = "the deciding comparison"
+_ROBUST = "the robustness rules"
 
 CLAIMS: tuple[Claim, ...] = (
     Claim(

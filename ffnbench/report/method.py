@@ -4,6 +4,8 @@ finding, and how far the runs' training length is from compute-optimal."""
 
 from __future__ import annotations
 
+from ffnbench.claims.registry import SHARED_RULES
+
 import statistics
 from collections.abc import Iterable
 
@@ -116,6 +118,8 @@ def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
              f"smaller than the cross-machine spread (up to {CROSS_MACHINE_NATS:g} nats measured on the quick sweep "
              "between two machines of the same kind) is not a finding.",
              training_length_line(runs),
-             "", "Each claim's rule, as the registry states it:", ""]
+             "", "The rules every trained comparison shares, named so in each claim's rule:", ""]
+    lines += [f"- **{name}:** {text}." for name, text in SHARED_RULES.items()]
+    lines += ["", "Each claim's rule, as the registry states it (stated here only):", ""]
     lines += [f"- **{r.claim.id}** ({r.claim.kind}): {r.claim.rule}." for r in results]
     return [*lines, ""]

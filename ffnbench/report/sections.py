@@ -167,13 +167,14 @@ def results_section(runs: list[Run]) -> list[str]:
 def claims_section(results: list[ClaimResult]) -> list[str]:
     """The verdict table, then per claim its statement, source, verdict, effect, rule, numbers and command."""
     lines = ["## Claims", "",
-             "Verdicts follow the stated rule of each claim; the effect is shown with its 95% interval. A verdict "
-             "with fewer than two seeds is at most inconclusive. Trained effects are in nats/token of final "
-             "validation loss unless they name another unit (bits per byte: bpb). The Method section above states "
-             "the noise model, the lr protocols and the multiplicity policy.", ""]
-    lines += markdown_table(["claim", "verdict", "effect (95% CI)", "n seeds", "rule"],
-                   ([r.claim.id, f"**{r.verdict.verdict}**", r.effect or r.verdict.reason,
-                     fmt(r.n, "d"), r.claim.rule] for r in results))
+             "Verdicts follow each claim's rule, stated once in Method above with the noise model, the lr "
+             "protocols and the multiplicity policy; the effect is shown with its 95% interval and, in brackets, "
+             "the robustness labels of its deciding comparison. A verdict with fewer than two seeds is at most "
+             "inconclusive. Trained effects are in nats/token of final validation loss unless they name another "
+             "unit (bits per byte: bpb).", ""]
+    lines += markdown_table(["claim", "verdict", "where it ran", "effect, 95% CI [labels]", "n"],
+                   ([r.claim.id, f"**{r.verdict.verdict}**", _scoped(r), r.effect or r.verdict.reason,
+                     fmt(r.n, "d")] for r in results))
     for r in results:
         c = r.claim
         lines += ["", f"### {c.id}: {c.statement}", "",
@@ -182,11 +183,18 @@ def claims_section(results: list[ClaimResult]) -> list[str]:
         if len(r.parts) > 1:  # each part's own verdict (after the multiplicity correction), then the conjunction
             lines += ["**Parts:**", "", *(f"- {label}: *{v.verdict}* — {v.reason}" for label, v in r.parts), ""]
         lines += [f"**Effect:** {r.effect or 'n/a'}" + ("" if r.n is None else f" (n = {r.n} seeds)"), "",
-                  f"**Rule:** {c.rule}.", "", f"**Why:** {c.why}", ""]
+                  f"**Rule:** Method, {c.id}.", "", f"**Why:** {c.why}", ""]
         if r.details:
             lines += ["**Numbers:**", "", *r.details, ""]
         lines.append(f"**Reproduce:** `{c.command}`" + ("" if c.kind != "trained" else " then `make report`"))
     return [*lines, ""]
+
+
+def _scoped(r: ClaimResult) -> str:
+    """The reading where the runs ran, when unchecked factors keep it from being the claim's verdict."""
+    if r.scoped is None or r.scoped.verdict == r.verdict.verdict or not r.unchecked:
+        return "–"
+    return f"{r.scoped.verdict} ({', '.join(r.unchecked)} unchecked)"
 
 
 # ---- provenance and summary -------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ def _p_beyond(x: Paired | Summary, threshold: float, above: bool) -> float:
 
 
 def _fmt_ci(low: float, high: float) -> str:
-    return f"[{low:+.4g}, {high:+.4g}]"
+    return f"[{low:+.4f}, {high:+.4f}]"  # as claims.formatting.fmt_ci writes every interval
 
 
 def verdict_better(result: Paired | Summary, margin: float = 0.0) -> Verdict:
