@@ -110,3 +110,16 @@ def test_welch_for_runs_without_shared_seeds():
     assert (w.ci_low, w.ci_high) == pytest.approx((w.mean - half, w.mean + half))
     assert w.p_value == pytest.approx(st.ttest_ind(xb, xa, equal_var=False).pvalue)
     assert compare({0: 1.0, 1: 2.0}, {0: 1.5, 1: 2.4}).method == "paired"  # shared seeds: paired
+
+
+def test_a_fraction_interval_stays_inside_zero_one_and_a_t_interval_does_not():
+    """Per-seed dead fractions 0.02, 0.6, 0.05 (C6 at a large lr): the t interval reaches below 0, the logit one
+    stays in (0, 1), contains the mean, and its draws give the verdicts' p-values."""
+    from ffnbench.stats.intervals import summarize_fraction
+
+    values = [0.02, 0.6, 0.05]
+    assert summarize(values).ci_low < 0
+    f = summarize_fraction(values)
+    assert 0 < f.ci_low < f.mean < f.ci_high < 1 and len(f.boot) > 1000
+    assert summarize_fraction([0.5, 0.5]).ci_low == summarize([0.5, 0.5]).ci_low  # no spread: as summarize
+    assert summarize_fraction([0.3]).ci_low is None

@@ -1,9 +1,11 @@
 """C5, C6: hard zeros and dead units in the FFN's hidden activations (docs/claims.md §C5, §C6).
 
-C5 is judged twice. At initialisation (what the article's snippet measures: random weights and inputs) ReLU
-zeroes half its pre-activations by symmetry, so that reading nearly always holds; after training is what a
-reader takes from the claim, and there the zero fraction is whatever training made it. Each reading is a part
-with its own verdict, and the claim needs both."""
+C5 is judged in parts, each with its own verdict, and the claim needs all of them. ReLU's half, at
+initialisation (what the article's snippet measures: random weights and inputs, where ReLU zeroes half its
+pre-activations by symmetry, so that part nearly always holds) and after training (what a reader takes from the
+claim: whatever training made it); and GELU's none after training, in every init convention GELU was trained
+under (fp32 GELU returns exact zeros where x·Φ(x) underflows, which a wider init reaches). Fractions get
+intervals inside [0, 1] (stats.intervals.summarize_fraction)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,10 @@ from collections.abc import Iterable
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.pairing import PairKey, matched_key
-from ffnbench.claims.runs import Run, Setting, group_by, is_reference, per_seed_mean, stat_of
+from ffnbench.claims.runs import Run, Setting, describe_setting, group_by, is_reference, per_seed_mean, stat_of
 from ffnbench.lr_protocol import best_lr, chosen_lrs, tuning_key
-from ffnbench.stats.intervals import Summary, summarize
-from ffnbench.stats.multiplicity import combine, holm
+from ffnbench.stats.intervals import Summary, summarize_fraction
+from ffnbench.stats.multiplicity import holm
 from ffnbench.stats.verdicts import (
     CONTRADICTED,
     INCONCLUSIVE,
@@ -38,7 +40,7 @@ GELU_ZERO_TOL = 0.01
 def relu_half(values: dict[int, float]) -> tuple[Summary, Verdict]:
     """ReLU's zero fraction, one value per seed: supported if the 95% CI lies within HALF_BAND, contradicted if
     it lies wholly outside HALF_OUTER, inconclusive otherwise (and with no runs)."""
-    s = summarize(values.values())
+    s = summarize_fraction(values.values())
     if not s.n:
         return s, Verdict(INCONCLUSIVE, "no finished relu run with activation statistics")
     return s, verdict_within(s, HALF_BAND, HALF_OUTER)
@@ -75,59 +77,80 @@ def trained_runs(runs: list[Run], act: str, tuning: Iterable[Run] = (), base: Se
     return key, lr, [r for r in groups[key] if r.lr == lr]
 
 
-def _readings(init: tuple[dict, dict], final: tuple[dict, dict], final_label: str) -> list[tuple[str, Verdict]]:
-    """C5's two readings as its two parts, each the conjunction of "relu about half" and "gelu no hard zeros"
-    on its (relu, gelu) per-seed values. Holm runs over all four tests first (both relu parts carry a
-    p-value), so that judging the claim twice does not double its chance of a false contradiction."""
-    labels = ("at init (the article's snippet: random weights)", final_label)
-    tests = [(f"{label}: {name}", verdict) for label, (relu, gelu) in zip(labels, (init, final))
-             for name, verdict in (("relu about half", relu_half(relu)[1]), ("gelu no hard zeros", gelu_none(gelu)))]
-    corrected = holm(tests)
-    return [(label, combine([(name.removeprefix(f"{label}: "), v) for name, v in corrected
-                                   if name.startswith(f"{label}: ")])) for label in labels]
-
-
 def c5(obs: Observations) -> Evidence:
     ev = Evidence()
     at_init, after = stat_of("init", "zero_frac"), stat_of("final", "zero_frac")
     measured = [r for r in obs.runs if r.usable and at_init(r) is not None]
     if not {"relu", "gelu"} & {r.act for r in measured}:
         return ev
-    # At init every run of a seed shares its weights (the lr acts later): one value per seed over all runs.
-    init = tuple(per_seed_mean([r for r in measured if r.act == a], at_init) for a in ("relu", "gelu"))
-    (_, relu_lr, relu_runs), (_, gelu_lr, gelu_runs) = (trained_runs(list(obs.runs), a, obs.tuning, obs.base_setting)
-                                                        for a in ("relu", "gelu"))
-    final = per_seed_mean(relu_runs, after), per_seed_mean(gelu_runs, after)
-    lrs = ", ".join(f"{a} at lr {lr:g}" for a, lr in (("relu", relu_lr), ("gelu", gelu_lr)) if lr is not None)
-    ev.parts += _readings(init, final, f"after training ({lrs or 'no trained run'})")
-    init_s, final_s = summarize(init[0].values()), summarize(final[0].values())
-    ev.n = min_n(*(len(values) or None for values in (*init, *final)))
-    gelu_max = max(final[1].values(), default=None)
+    # At init every run of a seed shares its weights (the lr acts later): one value per seed over all runs of the
+    # base init (another init convention is another network at init).
+    base_init = dict(obs.base_setting or ()).get("model.init")
+    init_relu, init_gelu = (per_seed_mean([r for r in measured if r.act == a and r.factor("model.init") == base_init],
+                                          at_init) or per_seed_mean([r for r in measured if r.act == a], at_init)
+                            for a in ("relu", "gelu"))
+    _, relu_lr, relu_runs = trained_runs(list(obs.runs), "relu", obs.tuning, obs.base_setting)
+    final_relu = per_seed_mean(relu_runs, after)
+    init_s, init_v = relu_half(init_relu)
+    final_s, final_v = relu_half(final_relu)
+    ev.parts += [("relu about half at init (the article's snippet: random weights)", init_v),
+                 ("gelu no hard zeros at init", gelu_none(init_gelu)),
+                 (f"relu about half after training (lr {relu_lr:g})" if relu_lr is not None else
+                  "relu about half after training", final_v)]
+    gelu_max, judged_lr = [], {"relu": relu_lr}
+    for init in sorted({r.factor("model.init") for r in obs.runs if r.act == "gelu"}, key=lambda i: (i != base_init,
+                                                                                                     str(i))):
+        runs = [r for r in obs.runs if r.factor("model.init") == init]
+        tuning = [r for r in obs.tuning if r.factor("model.init") == init]
+        key, lr, gelu_runs = trained_runs(runs, "gelu", tuning, obs.base_setting if init == base_init else None)
+        if key is None:
+            continue
+        values = per_seed_mean(gelu_runs, after)
+        if init == base_init:
+            judged_lr["gelu"] = lr
+        ev.parts.append((f"gelu no hard zeros after training ({init} init, lr {lr:g})", gelu_none(values)))
+        gelu_max.append(f"{init} init {max(values.values()):.3g}" if values else f"{init} init n/a")
+    ev.n = min_n(*(len(v) or None for v in (init_relu, final_relu)))
     ev.effect = (f"relu zero fraction at init {fmt_interval(init_s, unit='', signed=False)}; after training "
-                 f"{fmt_interval(final_s, unit='', signed=False)}; largest gelu zero fraction after training "
-                 f"{'n/a' if gelu_max is None else f'{gelu_max:.3g}'}")
-    ev.details = [*_zero_table(measured, {"relu": relu_lr, "gelu": gelu_lr}), "",
+                 f"{fmt_interval(final_s, unit='', signed=False)}; largest gelu zero fraction after training: "
+                 f"{'; '.join(gelu_max) or 'n/a'}")
+    decided = [label for label, v in ev.parts if v.verdict != INCONCLUSIVE]
+    ev.details = [*_zero_table(measured, judged_lr, obs.base_setting), "",
                   "- lr protocol: after training, each activation at " + (
                       "the lr its tuning runs chose (tuning seeds, never judged)" if obs.tuning else
                       "its best lr (lowest mean final loss), chosen on the same seeds") +
-                  " — the zero fraction plays no part in the choice"]
+                  " — the zero fraction plays no part in the choice",
+                  f"- decided parts: {'; '.join(decided) or 'none'}"]
     return ev
 
 
-def _zero_table(measured: list[Run], judged_lr: dict[str, float | None]) -> list[str]:
-    """Every variant's zero fraction at init and after training, per lr; the rows C5 judges after training
-    are marked."""
-    lines = ["| variant | lr | seeds | zero fraction at init (mean ± std) | 95% CI | after training (mean ± std) "
-             "| 95% CI | dead units after training |", "|---|---|---|---|---|---|---|---|"]
-    for act in sorted({r.act for r in measured}):
-        for lr in sorted({r.lr for r in measured if r.act == act}):
-            runs = [r for r in measured if r.act == act and r.lr == lr]
-            init, final, dead = (summarize(per_seed_mean(runs, stat_of(when, key)).values()) for when, key in
-                                 (("init", "zero_frac"), ("final", "zero_frac"), ("final", "dead_frac")))
-            mark = " (judged)" if judged_lr.get(act) == lr else ""
-            lines.append(f"| {act} | {lr:g}{mark} | {init.n} | {fmt_mean_std(init, 3)} | {fmt_ci(init, 3)} "
-                         f"| {fmt_mean_std(final, 3)} | {fmt_ci(final, 3)} | {fmt_mean_std(dead, 3)} |")
+def _zero_table(measured: list[Run], judged_lr: dict[str, float | None], base: Setting | None) -> list[str]:
+    """Every variant's zero fraction at init and after training, per whole setting and lr (runs of different
+    settings are different networks: never pooled); the base-setting rows C5 judges after training are marked."""
+    lines = ["| variant | setting | lr | seeds | zero fraction at init (mean ± std) | 95% CI | after training "
+             "(mean ± std) | 95% CI | dead units after training |", "|---|---|---|---|---|---|---|---|---|"]
+    groups = group_by(measured, lambda r: (r.act, r.setting, r.lr))
+    for (act, setting, lr) in sorted(groups, key=lambda k: (k[0], k[1] != base, str(k[1]), k[2])):
+        runs = groups[(act, setting, lr)]
+        init, final, dead = (summarize_fraction(per_seed_mean(runs, stat_of(when, key)).values()) for when, key in
+                             (("init", "zero_frac"), ("final", "zero_frac"), ("final", "dead_frac")))
+        mark = " (judged)" if judged_lr.get(act) == lr and setting == base else ""
+        lines.append(f"| {act} | {describe_setting(setting)} | {lr:g}{mark} | {init.n} | {fmt_mean_std(init, 3)} "
+                     f"| {fmt_ci(init, 3)} | {fmt_mean_std(final, 3)} | {fmt_ci(final, 3)} | {fmt_mean_std(dead, 3)} |")
     return lines
+
+
+def per_layer_dead(runs: Iterable[Run]) -> list[float] | None:
+    """The dead fraction of each layer after training, averaged over the runs (None when a run lacks it)."""
+    layers = []
+    for r in runs:
+        per = ((r.result.ffn_stats or {}).get("final") or {}).get("per_layer")
+        if not per or not all(isinstance(x, dict) and x.get("dead_frac") is not None for x in per):
+            return None
+        layers.append([float(x["dead_frac"]) for x in per])
+    if not layers or len({len(x) for x in layers}) != 1:
+        return None
+    return [sum(col) / len(col) for col in zip(*layers)]
 
 
 def c6(obs: Observations) -> Evidence:
@@ -160,18 +183,21 @@ def c6(obs: Observations) -> Evidence:
     dead = stat_of("final", "dead_frac")
     whole = {lr for lr in lrs if all(r.usable and dead(r) is not None for r in runs if r.lr == lr)}
     counted = [lr for lr in lrs if tuned is not None and lr > tuned and lr in whole]
-    per_lr = {lr: summarize(per_seed_mean([r for r in runs if r.lr == lr], dead).values()) for lr in lrs}
+    per_lr = {lr: summarize_fraction(per_seed_mean([r for r in runs if r.lr == lr], dead).values()) for lr in lrs}
     tests = holm([(f"lr {lr:g}", verdict_at_least(per_lr[lr], DEAD_REPORTED)) for lr in counted])
     ev.details += ["", f"Dead fraction per lr (relu tuned to {'n/a' if tuned is None else f'{tuned:g}'}; counted: the "
                        f"larger lrs where every seed finished):", "",
-                   "| lr | seeds | dead fraction, 95% CI | counted | verdict (≥ 0.4, Holm) |", "|---|---|---|---|---|"]
+                   "| lr | seeds | dead fraction, 95% CI | per layer (mean over seeds) | counted "
+                   "| verdict (≥ 0.4, Holm over the counted lrs) |", "|---|---|---|---|---|---|"]
     verdict_of = dict(tests)
     for lr in lrs:
         why = ("counted" if lr in counted else "at or below the tuned lr" if tuned is not None and lr <= tuned
                else "a seed diverged" if lr not in whole else "no tuned lr")
         v = verdict_of.get(f"lr {lr:g}")
-        ev.details.append(f"| {lr:g} | {per_lr[lr].n} | {fmt_interval(per_lr[lr], unit='', signed=False)} | {why} | "
-                          f"{v.verdict + ': ' + v.reason if v else '–'} |")
+        layers = per_layer_dead(r for r in runs if r.lr == lr and r.usable)
+        shown = ", ".join(f"{x:.2f}" for x in layers) if layers else "–"
+        ev.details.append(f"| {lr:g} | {per_lr[lr].n} | {fmt_interval(per_lr[lr], unit='', signed=False)} | {shown} "
+                          f"| {why} | {v.verdict + ': ' + v.reason if v else '–'} |")
     if not counted:
         ev.parts.append((label, Verdict(INCONCLUSIVE, "no lr above relu's tuned lr where every seed finished: extend "
                                                       "relu's lr grid upward")))
@@ -210,7 +236,7 @@ def _sparsity_table(obs: Observations, key: PairKey) -> list[str]:
     for act in sorted({r.act for r in runs}):
         for lr in sorted({r.lr for r in runs if r.act == act}):
             at = [r for r in runs if r.act == act and r.lr == lr]
-            cells = [summarize(per_seed_mean(at, stat_of("final", k)).values())
+            cells = [summarize_fraction(per_seed_mean(at, stat_of("final", k)).values())
                      for k in ("dead_frac", "never_positive_frac", "zero_frac")]
             lines.append(f"| {act} | {lr:g} | {sum(r.status == 'finished' for r in at)} | "
                          f"{sum(r.status == 'diverged' for r in at)} | " + " | ".join(fmt_mean_std(c, 3) for c in cells)

@@ -4,13 +4,12 @@ finding, and how far the runs' training length is from compute-optimal."""
 
 from __future__ import annotations
 
-from ffnbench.claims.registry import SHARED_RULES
-
 import statistics
 from collections.abc import Iterable
 
 from ffnbench.claims import ClaimResult, Run
 from ffnbench.claims.pairing import CROSS_MACHINE_NATS
+from ffnbench.claims.registry import SHARED_RULES
 from ffnbench.stats.multiplicity import MULTIPLICITY
 
 COMPUTE_OPTIMAL_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022 ("Chinchilla"): about 20 training tokens per parameter

@@ -57,6 +57,39 @@ class Summary:
         return ()
 
 
+@dataclass(frozen=True)
+class FractionSummary(Summary):
+    """A Summary of fractions whose interval stays in [0, 1]: `boot` holds the draws it came from (the verdict
+    rules read their p-values off them, so interval and p-value agree)."""
+
+    draws: tuple = field(default=(), repr=False, compare=False)
+
+    @property
+    def boot(self) -> tuple:
+        return self.draws
+
+
+FRACTION_EPS = 1e-4  # a per-seed fraction of exactly 0 or 1 is read as this far inside, so its logit is finite
+FRACTION_DRAWS = 4000
+
+
+def summarize_fraction(values: Iterable[float], seed: int = 0) -> Summary:
+    """Mean fraction over seeds with a 95% interval inside [0, 1]: the t interval of the per-seed logits (t's tails
+    for few seeds), carried back through the logistic function by drawing the logit mean from its t distribution.
+    The mean is the plain mean of the fractions. Fewer than two values, or one value at every seed: as summarize."""
+    xs = np.asarray([float(v) for v in values], dtype=float)
+    plain = summarize(xs)
+    if plain.n < 2 or plain.std is None or is_flat(plain.std, plain.mean):
+        return plain
+    z = np.log(np.clip(xs, FRACTION_EPS, 1 - FRACTION_EPS) / (1 - np.clip(xs, FRACTION_EPS, 1 - FRACTION_EPS)))
+    n = len(z)
+    se = float(z.std(ddof=1)) / math.sqrt(n)
+    t = np.random.default_rng(seed).standard_t(n - 1, FRACTION_DRAWS)
+    draws = np.sort(1 / (1 + np.exp(-(float(z.mean()) + se * t))))
+    low, high = np.quantile(draws, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2], method="inverted_cdf")
+    return FractionSummary(n, plain.mean, plain.std, float(low), float(high), tuple(draws.tolist()))
+
+
 def summarize(values: Iterable[float]) -> Summary:
     xs = np.asarray([float(v) for v in values], dtype=float)
     n = len(xs)
