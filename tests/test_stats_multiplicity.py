@@ -47,3 +47,14 @@ def test_holm_leaves_single_and_exact_parts_alone():
     exact = [("a", part(CONTRADICTED, None)), ("b", part(SUPPORTED, None)), ("c", part(SUPPORTED, 0.02))]
     assert holm(exact) == exact and combine(exact).verdict == CONTRADICTED
     assert MULTIPLICITY == "Holm over a claim's parts, family α = 0.05"
+
+
+def test_an_undecided_parts_would_be_reading_is_held_to_holm_too():
+    """C13's "linear worse than gelu" is lr-dependent, its reading where it ran supported at p = 0.03 (2p = 0.06):
+    over two parts that reading does not survive Holm, and the part says so."""
+    parts = [("a", Verdict(INCONCLUSIVE, "lr-dependent (would be supported: CI above 0)", 0.015)),
+             ("b", Verdict(INCONCLUSIVE, "CI contains 0", 0.3))]
+    out = dict(holm(parts))
+    assert "not significant after Holm over 2 parts either (p = 0.03" in out["a"].reason
+    assert out["b"].reason == "CI contains 0"
+    assert dict(holm(parts[:1]))["a"].reason == parts[0][1].reason  # one part: nothing to correct

@@ -25,11 +25,16 @@ def holm(parts: Sequence[tuple[str, Verdict]], alpha: float = FAMILY_ALPHA) -> l
         p2, need = min(1.0, 2 * v.p_value), alpha / (m - rank)  # type: ignore[operator]
         if stop is None and p2 > need:
             stop = (p2, need)
-        if stop is not None and v.verdict != INCONCLUSIVE:
-            why = f"needs ≤ {need:.2g}" if stop == (p2, need) else \
-                f"Holm stopped at a part with p = {stop[0]:.2g} > {stop[1]:.2g}"
+        if stop is None:
+            continue
+        why = f"needs ≤ {need:.2g}" if stop == (p2, need) else \
+            f"Holm stopped at a part with p = {stop[0]:.2g} > {stop[1]:.2g}"
+        if v.verdict != INCONCLUSIVE:
             out[i] = (label, Verdict(INCONCLUSIVE, f"{v.reason}, but not significant after Holm over {m} parts "
                                                    f"(p = {p2:.2g}, {why})", v.p_value))
+        elif "(would be " in v.reason:  # an undecided part's reading where it ran is held to the same correction
+            out[i] = (label, Verdict(INCONCLUSIVE, f"{v.reason}; that reading is not significant after Holm over "
+                                                   f"{m} parts either (p = {p2:.2g}, {why})", v.p_value))
     return out
 
 
