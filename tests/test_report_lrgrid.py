@@ -65,11 +65,13 @@ def test_grid_table_shows_medians_the_chosen_lr_in_bold_walls_and_lrs_not_run(ru
     text = section_of(runs)
     assert text.startswith("## Learning-rate grids")
     family = text.split("### ")[1]
-    assert "| variant | lr 0.001 | lr 0.00141 | lr 0.002 | lr sensitivity (nats) | optimum bracketed |" in family
-    # relu: medians 3.21, 3.11, 3.17 (3.15, 3.17, ∞); chosen 0.00141, inside its grid
-    assert "| relu-b4-nobias | 3.210 | **3.110** | 3.170 | 0.053 | yes |" in family
-    # gelu: two of three seeds diverged at 0.002 → ∞; chosen 0.001, at the lower edge
-    assert "| gelu-b4-nobias | **3.010** | 3.060 | ∞ | 0.847 | no (at the lower edge of 3 lrs) |" in family
+    assert ("| variant | lr 0.001 | lr 0.00141 | lr 0.002 | lr sensitivity (nats; the shared lrs 0.001–0.00141, 2 "
+            "lrs) | optimum bracketed |") in family
+    # relu: medians 3.21, 3.11, 3.17 (3.15, 3.17, ∞); chosen 0.00141, inside its grid; its sensitivity over the
+    # lrs swish also ran (0.001, 0.00141): excess 0.10, 0
+    assert "| relu-b4-nobias | 3.210 | **3.110** | 3.170 | 0.050 | yes |" in family
+    # gelu: two of three seeds diverged at 0.002 → ∞ (not a shared lr); chosen 0.001, at the lower edge
+    assert "| gelu-b4-nobias | **3.010** | 3.060 | ∞ | 0.025 | no (at the lower edge of 3 lrs) |" in family
     assert "| swish-b4-nobias | 3.060 | **3.050** | – | 0.005 | no (at the upper edge of 2 lrs) |" in family
     assert "Loss against lr: `figures/lr_curves_1.png`" in family
     one_lr = text.split("### ")[2]
@@ -84,6 +86,7 @@ def test_lr_sensitivity_by_hand(runs):
     # gelu: 3.01, 3.06 and, at the wall, median(5.5, 5.5, 3.30) = 5.5: excess 0, 0.05, 2.49
     assert lr_sensitivity(variant(runs, "gelu")) == pytest.approx((0.0 + 0.05 + 2.49) / 3)
     assert lr_sensitivity(variant(runs, "swish")) == pytest.approx(0.01 / 2)
+    assert lr_sensitivity(variant(runs, "gelu"), [1e-3, 0.00141]) == pytest.approx(0.05 / 2)  # the shared lrs only
     walled = [Run.from_record(tuning("relu", s, lr, None)) for s in SEEDS[:2] for lr in (1e-3, 2e-3)]
     assert lr_sensitivity(walled) is None  # no finite median anywhere: nothing to deviate from
 

@@ -65,11 +65,12 @@ def capped_medians(runs: Iterable[Run]) -> dict[float, float]:
     return out
 
 
-def lr_sensitivity(runs: Iterable[Run]) -> float | None:
-    """A variant's LR sensitivity over the lrs its tuning runs tried (module docstring), in nats; None with fewer
-    than two lrs (no variation to be sensitive to), or when no lr has a finite median final loss (nothing was
-    learned to deviate from)."""
-    runs = [r for r in runs if r.role == "tuning"]
+def lr_sensitivity(runs: Iterable[Run], lrs: Iterable[float] | None = None) -> float | None:
+    """A variant's LR sensitivity over the lrs its tuning runs tried (module docstring), or over `lrs` only (the
+    ones every variant compared with it tried: variants whose grids were extended differently would otherwise
+    average over different lrs), in nats; None with fewer than two lrs (no variation to be sensitive to), or when no
+    lr has a finite median final loss (nothing was learned to deviate from)."""
+    runs = [r for r in runs if r.role == "tuning" and (lrs is None or r.lr in set(lrs))]
     medians = capped_medians(runs)
     if len(medians) < 2 or not any(math.isfinite(m) for m in median_losses(runs).values()):
         return None
@@ -124,19 +125,21 @@ def grid_table(variants: dict[str, list[Run]], lrs: list[float]) -> list[str]:
     """Rows = variants, columns = the family's lrs: median final loss (bold at the chosen lr), then the variant's
     lr sensitivity and whether its optimum is bracketed."""
     rows = []
+    shared = set.intersection(*({r.lr for r in rs if r.role == "tuning"} for rs in variants.values()))
     for label, rs in variants.items():
         medians = median_losses(rs)
         try:
             chosen: float | None = best_lr(rs)
         except ValueError:
             chosen = None
-        sensitivity = lr_sensitivity(rs)
+        sensitivity = lr_sensitivity(rs, shared)
         rows.append([label, *(_median_cell(medians.get(lr), lr == chosen) for lr in lrs),
                      f"{sensitivity:.3f}" if sensitivity is not None
                      else "n/a (one lr)" if len(medians) < 2 else "n/a (no finite median)",
                      _bracketed_cell(rs, chosen)])
-    return markdown_table(["variant", *(f"lr {lr:g}" for lr in lrs), "lr sensitivity (nats)", "optimum bracketed"],
-                          rows)
+    span = f"{min(shared):g}–{max(shared):g}, {len(shared)} lrs" if shared else "none shared"
+    return markdown_table(["variant", *(f"lr {lr:g}" for lr in lrs), f"lr sensitivity (nats; the shared lrs {span})",
+                           "optimum bracketed"], rows)
 
 
 def differences_table(variants: dict[str, list[Run]], lrs: list[float]) -> list[str]:
@@ -162,7 +165,7 @@ def lrgrid_section(runs: list[Run]) -> list[str]:
              "lrs the variant's grid tried, of the median over its seeds of min(final loss, the run's initial "
              "validation loss) minus the lowest such median, a diverged seed counting at its initial loss (ln of "
              "the vocabulary size where the record lacks it), so a wall adds a capped excess rather than ∞; lower "
-             "is flatter. Variants whose grids were extended differently (bracketing) average over different lrs. "
+             "is flatter; it averages over the lrs every variant of the family tried (bracketing extends grids differently). "
              "Below each grid, the paired differences at each lr both variants ran (b − a over the tuning seeds "
              "both finished; a seed that diverged on either side is left out): whether an ordering holds across "
              "lrs, not only at each variant's chosen one. 95% interval in brackets.", ""]
