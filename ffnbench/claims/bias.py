@@ -10,6 +10,7 @@ interval over seeds, which leaves that noise out, and the evidence says so."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable
 
 import numpy as np
@@ -19,7 +20,7 @@ from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval
 from ffnbench.claims.pairing import Comparison, PairKey, compare_sides, paired_difference, primary, window_losses
 from ffnbench.claims.runs import Run
-from ffnbench.stats.intervals import Paired, summarize
+from ffnbench.stats.intervals import Paired
 from ffnbench.stats.verdicts import Verdict, verdict_below
 
 # Bits per byte: a cost below this is "can be dropped". It is the former 0.01 nats/token at the byte tokenizer
@@ -36,9 +37,12 @@ def bias_free_key(r: Run) -> PairKey | None:
     return PairKey(r.setting, act=r.act, budget=r.budget_ratio, multiple_of=r.multiple_of)
 
 
-def _mean_tps(runs: Iterable[Run]) -> str:
-    s = summarize(r.tokens_per_s for r in runs if r.usable and r.tokens_per_s is not None)
-    return f"{s.mean:,.0f}" if s.n else "n/a"
+def _tps_range(runs: Iterable[Run]) -> str:
+    """Median tokens/s of the runs with their range: a sweep's throughput is load as much as the model."""
+    values = sorted(r.tokens_per_s for r in runs if r.usable and r.tokens_per_s is not None)
+    if not values:
+        return "n/a"
+    return f"{statistics.median(values):,.0f} (range {values[0]:,.0f}–{values[-1]:,.0f})"
 
 
 def window_bpb(r: Run) -> np.ndarray | None:
@@ -78,7 +82,9 @@ def c7(obs: Observations) -> Evidence:
             ev.details += c.evidence(f"{act}: loss(no bias) − loss(bias)", c is best)
             if c is best:
                 ev.details += [f"  - deciding, in bits per byte: {fmt_interval(cost, unit='bpb')}; noise: {noise}",
-                               f"  - tokens/s with bias {_mean_tps(c.a_runs)}, without {_mean_tps(c.b_runs)}"]
+                               f"  - tokens/s with bias {_tps_range(c.a_runs)}, without {_tps_range(c.b_runs)}: "
+                               "not a comparison (a sweep's throughput is machine load; `make bench` times the "
+                               "variants side by side)"]
     return ev
 
 

@@ -1,8 +1,9 @@
 """REPORT.md's "Cost-aware views": the main comparison's paired differences from the reference variant at equal
-parameters (the end of training: the final validation loss, as everywhere else in the report), at equal training
-FLOPs and at equal wall-clock time (these two read off each run's validation curve), over the variants at the
-reference's parameter budget (claims.pairing.matched_key) only. A variant that wins per parameter can lose per
-FLOP (a gated FFN's extra matmul) or per second (a slower kernel); users choosing an FFN need all three."""
+parameters (the end of training: the final validation loss, as everywhere else in the report) and at equal
+training FLOPs (read off each run's validation curve), over the variants at the reference's parameter budget
+(claims.pairing.matched_key) only. A variant that wins per parameter can lose per FLOP (a gated FFN's extra matmul).
+There is no equal-wall-clock view: a sweep's per-run wall time measures what else the machine was doing (identical
+configs of one campaign ran 3k-27k tokens/s), so time per variant comes from `make bench`, measured side by side."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ffnbench.report.comparisons import comparisons, reference_label
 from ffnbench.stats.intervals import Paired, one_sample
 from ffnbench.tables import fmt, markdown_table
 
-HEADER = ["variant − reference", "equal params (end of training)", "equal training FLOPs", "equal wall-clock time"]
+HEADER = ["variant − reference", "equal params (end of training)", "equal training FLOPs"]
 
 
 Axis = Callable[[list[Run]], Callable[[Run], float | None]]  # a variant's runs → each run's cost per token
@@ -29,15 +30,6 @@ def flops_axis(group: list[Run]) -> Callable[[Run], float | None]:
         value = r.result.flops.get("per_token_training")
         return float(value) if value else None
     return per_token
-
-
-def seconds_axis(group: list[Run]) -> Callable[[Run], float | None]:
-    """Seconds of training per token at the variant's median steady-state throughput over its runs. Every seed of
-    a variant runs the same arithmetic, so its runs differ in speed only by what else the machine was doing; the
-    median sets a run slowed by other load aside (while fewer than half of them were)."""
-    speeds = [r.tokens_per_s for r in group if r.tokens_per_s]
-    seconds = 1.0 / float(np.median(speeds)) if speeds else None
-    return lambda r: seconds
 
 
 def loss_at(r: Run, cost_per_token: float, budget: float) -> float | None:
@@ -92,16 +84,15 @@ def costs_section(runs: list[Run]) -> list[str]:
     if not matched:
         return []
     rows = [[f"{label} − {ref}", *(_cell(at_equal_cost(variants[ref], variants[label], axis))
-                                   for axis in (None, flops_axis, seconds_axis))]
+                                   for axis in (None, flops_axis))]
             for label in matched]
     left_out = [label for label in variants if label != ref and label not in matched]
     return ["## Cost-aware views", "",
             f"The main comparison's loss differences from **{ref}**, paired by seed (nats/token; 95% t interval "
             "over seeds; negative = better than the reference): at the end of training (equal parameters and "
             "tokens: the final validation loss), and on the validation curve at the training FLOPs the cheaper run "
-            "of each pair spent and at the wall-clock time the faster one took (each variant's median steady-state "
-            "tokens/s over its runs, which sets aside a run slowed by other load on a shared machine; a machine busy "
-            "for most of a variant's runs still slows it), read between validation checkpoints linearly. "
+            "of each pair spent, read between validation checkpoints linearly. No equal-time view: per-run wall "
+            "time in a sweep is machine load, not the FFN (`make bench` measures step time side by side). "
             f"Only the variants at the reference's parameter budget ({key.budget:g}×, "
             f"{'FFN bias' if key.bias else 'no FFN bias'}"
             + (f", d_ff multiple of {key.multiple_of}" if key.multiple_of != 1 else "") + ") are compared"

@@ -165,7 +165,8 @@ def lrgrid_section(runs: list[Run]) -> list[str]:
              "lrs the variant's grid tried, of the median over its seeds of min(final loss, the run's initial "
              "validation loss) minus the lowest such median, a diverged seed counting at its initial loss (ln of "
              "the vocabulary size where the record lacks it), so a wall adds a capped excess rather than ∞; lower "
-             "is flatter; it averages over the lrs every variant of the family tried (bracketing extends grids differently). "
+             "is flatter; it averages over the lrs every variant of the family tried (bracketing extends grids "
+             "differently). "
              "Below each grid, the paired differences at each lr both variants ran (b − a over the tuning seeds "
              "both finished; a seed that diverged on either side is left out): whether an ordering holds across "
              "lrs, not only at each variant's chosen one. 95% interval in brackets.", ""]
