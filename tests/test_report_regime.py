@@ -41,15 +41,18 @@ def test_every_cell_gets_each_headline_difference_signed_as_the_textbook_orders_
     assert len(cells) == 3
 
     section = "\n".join(regime_section(runs))
-    assert "| setting | loss(relu) − loss(gelu) | loss(gelu) − loss(swiglu) | loss(linear) − loss(gelu) |" in section
+    assert ("| setting | pre-activation std at init | loss(relu) − loss(gelu) | loss(gelu) − loss(swiglu) | "
+            "loss(linear) − loss(gelu) | loss(relu) − loss(swish) |") in section
     rows = {line.split(" | ")[0].lstrip("| "): line for line in section.splitlines() if "tok/param" in line}
     base_row = next(v for k, v in rows.items() if "6 tok/param, gpt2" in k)
-    cols = base_row.split(" | ")[1:]
+    std, *cols = base_row.split(" | ")[1:]
     assert cols[0].startswith("+0.10") and cols[1].startswith("+0.10") and cols[2].startswith("+0.20")
-    fan_row = next(v for k, v in rows.items() if "fan_in" in k).split(" | ")[1:]
+    fan_std, *fan_row = next(v for k, v in rows.items() if "fan_in" in k).split(" | ")[1:]
     assert fan_row[0].startswith("-0.05") and fan_row[1].startswith("-0.10")  # the textbook order reversed
-    long_row = next(v for k, v in rows.items() if "24 tok" in k).split(" | ")[1:]
+    long_row = next(v for k, v in rows.items() if "24 tok" in k).split(" | ")[2:]
     assert long_row[0].strip() == "–" and long_row[1].startswith("+0.05")
+    # measured at init: GPT-2's fixed std 0.02 at d_model 32 gives ≈ 0.02·√32 = 0.11; fan_in's 1/√d gives ≈ 1
+    assert 0.09 < float(std) < 0.14 and 0.7 < float(fan_std) < 1.3
     assert fig_regime(runs, tmp_path) == "regime.png" and (tmp_path / "regime.png").stat().st_size > 0
 
 

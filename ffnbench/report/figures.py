@@ -284,7 +284,7 @@ def fig_regime(runs: list[Run], out: Path) -> str | None:
     if len(cells) < 2:  # one setting: the matched-budget figure shows it
         return None
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(HEADLINE), figsize=(4.2 * len(HEADLINE), 0.5 * len(cells) + 1.8), sharey=True,
+    fig, axes = plt.subplots(1, len(HEADLINE), figsize=(3.6 * len(HEADLINE), 0.5 * len(cells) + 1.8), sharey=True,
                              squeeze=False)
     for ax, pair in zip(axes[0], HEADLINE, strict=True):
         shown = [(y, found[(cell, pair)].diff) for y, cell in enumerate(cells)
@@ -293,9 +293,12 @@ def fig_regime(runs: list[Run], out: Path) -> str | None:
         above = [d.ci_high - d.mean if d.has_ci else 0.0 for _, d in shown]
         ax.errorbar([d.mean for _, d in shown], [y for y, _ in shown], xerr=[below, above], fmt="o", capsize=3,
                     color="tab:blue")
+        for (y, d), a in zip(shown, above, strict=True):
+            ax.annotate(f"n={d.n}", (d.mean + a, y), xytext=(3, 0), textcoords="offset points", fontsize=6,
+                        va="center")
         left = min([d.mean - b for (_, d), b in zip(shown, below, strict=True)] + [0.0])
         right = max([d.mean + a for (_, d), a in zip(shown, above, strict=True)] + [0.0])
-        pad = max(right - left, 0.02) * 0.08
+        pad = max(right - left, 0.02) * 0.15  # room for the n labels
         ax.set_xlim(left - pad, right + pad)
         ax.axvspan(0, right + pad, color="tab:green", alpha=0.08)
         ax.axvline(0, color="black", linewidth=0.8)
