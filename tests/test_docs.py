@@ -88,3 +88,37 @@ def test_a_new_command_without_a_rule_fails_the_check(tmp_path):
     (tmp_path / "README.md").write_text("```sh\nmake test\nmake frobnicate   # new\n```\nThen `make help`.\n")
     assert [c.text for c in doc_commands.commands(tmp_path)] == ["make test", "make frobnicate", "make help"]
     assert any("`make frobnicate`" in p for p in doc_commands.problems(tmp_path))
+
+
+def test_every_results_table_is_its_reports_and_no_prose_number_is_typed_by_hand():
+    """README.md's and each experiment README's results blocks are what `python -m ffnbench.report.summary` builds
+    from the published REPORT.md files, and every decimal number outside them is one its report holds."""
+    from ffnbench.report.summary import pages, regenerate, stray_numbers
+
+    problems = [p for page in pages() for p in regenerate(page, check=True)]
+    problems += [f"{page.relative_to(ROOT)}: {', '.join(nums)} not in its report (quote the report, or put it in a "
+                 "generated block)" for page in pages() if (nums := stray_numbers(page))]
+    blocks = {page.name: page.read_text().count("<!-- results:") for page in pages()}
+    assert blocks["README.md"] >= 1, "README.md has no generated results block"
+    assert not problems, "\n".join(problems)
+
+
+def test_a_changed_number_in_a_results_block_or_the_prose_fails_the_check(tmp_path, monkeypatch):
+    """The check can fail: a digit changed inside a block, or a number of its own in the prose."""
+    import ffnbench.report.summary as summary
+
+    exp = tmp_path / "experiments" / "x"
+    exp.mkdir(parents=True)
+    report = ("## Claims\n\n| claim | verdict | where it ran | effect | n |\n|---|---|---|---|---|\n"
+              "| C1 | **a** | – | +0.1234 | 3 |\n")
+    (exp / "REPORT.md").write_text(report)
+    monkeypatch.setattr(summary, "EXPERIMENTS", tmp_path / "experiments")
+    monkeypatch.setattr(summary, "ROOT", tmp_path)
+    page = exp / "README.md"
+    good = f"Prose quoting +0.1234.\n<!-- results:x -->\n{summary.block_text('x')}\n<!-- /results:x -->\n"
+    page.write_text(good)
+    assert summary.regenerate(page, check=True) == [] and summary.stray_numbers(page) == []
+    page.write_text(good.replace("| +0.1234 |", "| +0.1235 |"))
+    assert summary.regenerate(page, check=True)
+    page.write_text(good.replace("Prose quoting +0.1234.", "Prose quoting 0.87."))
+    assert summary.stray_numbers(page) == ["0.87"]

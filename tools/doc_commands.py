@@ -93,6 +93,7 @@ RULES: list[Rule] = [
     # reports of published results and of the sweep started above
     Rule(r"python -m ffnbench\.report experiments/cpu-(quick|claims)/results\.jsonl", "runs", timeout_s=600),
     Rule(r"make report", "runs", timeout_s=300),
+    Rule(r"python -m ffnbench\.report\.summary( --check)?", "runs", timeout_s=300),
     # training: runs until its first step
     Rule(r"make sweep", "starts", timeout_s=300),
     Rule(r"python -m ffnbench\.train (model=tiny|ffn=swiglu ffn\.budget=4)", "starts", timeout_s=300),

@@ -10,21 +10,36 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
-ARMS = ("1 headline", "2 fan_in init", "3 length 4x", "4 other claims", "5 tiny", "6 qk-norm + z-loss")
+ARMS = ("1 headline", "2 fan_in init", "3 length 4x", "4 other claims", "5 neighbours at 1x", "6 C8 and C7 under fan_in",
+        "7 length 4x under fan_in", "8 C1 under fan_in", "9 tiny (d_model 128)", "qk-norm + z-loss (cpu_robust_more)")
 
 
 def arm(r: dict) -> str:
+    """The arm of conf/experiment/cpu_robust.yaml that made the run, from its config. A judged run with
+    lr_protocol.judge_neighbours in a 1× setting arms 1, 2 and 4 ran is a neighbour (arm 5): their runs at the chosen
+    lrs were made before the flag existed."""
     cfg = r["config"]
     m, t, o, f = cfg["model"], cfg["trainer"], cfg["optim"], cfg["ffn"]
+    fan_in, tuning = m.get("init") == "fan_in", bool(cfg.get("tuning"))
+    flagged = bool((cfg.get("lr_protocol") or {}).get("judge_neighbours")) and not tuning
     if m.get("qk_norm") or o.get("z_loss"):
-        return ARMS[5]
+        return ARMS[9]
     if m.get("name") == "tiny":
-        return ARMS[4]
+        return ARMS[8]
     if (t.get("tokens_per_param") or 0) > 6:
-        return ARMS[2]
-    if f.get("bias") or f.get("width") or m.get("non_embedding_params") or m.get("n_layer") == 2:
-        return ARMS[3]
-    return ARMS[1] if m.get("init") == "fan_in" else ARMS[0]
+        return ARMS[6] if fan_in else ARMS[2]
+    if m.get("non_embedding_params") or f.get("width"):
+        return ARMS[7] if fan_in else ARMS[3]
+    if m.get("n_layer") == 2:  # arm 6 brought arm 4's gpt2 2-layer grid to 7 lrs x 3 seeds, 6 judged seeds
+        new = flagged or (tuning and (r["seed"] == 102 or o["lr"] in (0.002, 0.016))) or (not tuning and r["seed"] == 5)
+        return ARMS[5] if fan_in or new else ARMS[3]
+    if f.get("bias"):
+        return ARMS[5] if fan_in else ARMS[4] if flagged else ARMS[3]
+    if f.get("act") == "swish" and fan_in:
+        return ARMS[5]
+    if flagged:
+        return ARMS[4]
+    return ARMS[1] if fan_in else ARMS[0]
 
 
 def interval(r: dict) -> tuple[float, float]:

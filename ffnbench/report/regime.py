@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ffnbench.claims.claim import Observations
 from ffnbench.claims.pairing import FRESH_SEEDS, Comparison, act_is, compare_sides, matched_key
+from ffnbench.claims.robust import nested
 from ffnbench.claims.runs import Run, Setting
 
 # (a, b): the difference loss(b) − loss(a), which the textbooks say is positive (b is the worse FFN): C4, C3, C13
@@ -67,8 +68,8 @@ def _regime(runs: tuple[Run, ...]) -> tuple[list[Cell], dict[tuple[Cell, tuple[s
     found: dict[tuple[Cell, tuple[str, str]], Comparison] = {}
     for a, b in HEADLINE:
         for c in compare_sides(runs, act_is(a), act_is(b), matched_key, (a, b)):
-            if _in_view(c):
-                found[(Cell(c.key.setting), (a, b))] = c
+            if _in_view(c):  # the interval the verdicts read: with the lr choice where neighbour runs exist
+                found[(Cell(c.key.setting), (a, b))] = nested(c) or c
     cells = sorted({cell for cell, _ in found}, key=lambda cl: (
         bool(cl.factor("model.qk_norm")), cl.factor("model.d_model") or 0, cl.factor("trainer.tokens_per_param") or 0,
         str(cl.factor("model.init"))))
