@@ -42,6 +42,29 @@ def tokens_per_param(runs: Iterable[Run]) -> list[float]:
     return out
 
 
+def grids_line(runs: Iterable[Run]) -> str:
+    """The tuning grids as they ran, per setting: how many lrs and tuning seeds (the fewest at any lr), and how many
+    judged seeds each variant had — the protocol each arm actually used, whatever the preset asked."""
+    from ffnbench.claims.runs import describe_setting, group_by
+
+    runs = list(runs)
+    tuning = [r for r in runs if r.role == "tuning"]
+    if not tuning:
+        return "- **Grids as run:** no tuning runs (every lr fixed by the preset)."
+    parts = []
+    for setting, rs in group_by(tuning, lambda r: r.setting).items():
+        shapes = []
+        for label, vs in group_by(rs, lambda r: r.label).items():
+            lrs = sorted({r.lr for r in vs})
+            seeds = min(len({r.seed for r in vs if r.lr == lr}) for lr in lrs)
+            judged = len({r.seed for r in runs if r.role == "judged" and r.setting == setting and r.label == label})
+            near = any(r.role == "neighbour" and r.setting == setting and r.label == label for r in runs)
+            shapes.append(f"{label} {len(lrs)} × {seeds}, {judged} judged" + (" (+ neighbours)" if near else ""))
+        parts.append(f"{describe_setting(setting)}: " + "; ".join(shapes))
+    return ("- **Grids as run** (lrs × tuning seeds at every lr, judged seeds; a grid under 7 × 3 is a *reduced grid* "
+            "and its verdicts say so): " + " · ".join(parts) + ".")
+
+
 def training_length_line(runs: Iterable[Run]) -> str:
     """Tokens per parameter of the runs against the compute-optimal ~20, and how far short they are."""
     ratios = tokens_per_param(runs)
@@ -111,6 +134,7 @@ def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
              "A tuned lr is the one with the lowest median final loss over its tuning seeds, a diverged seed counting "
              "as +∞ (ffnbench/lr_protocol.py); a robust preset asks ≥ 7 lrs spaced ×√2 on the same ≥ 3 seeds and "
              "extends a grid whose choice sits at its edge before any judged run.",
+             grids_line(runs),
              robustness_line(results),
              instability_line(runs),
              f"- **Reproducibility:** two runs on one machine agree bit for bit, not across machines: a difference "
