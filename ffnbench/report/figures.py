@@ -4,6 +4,7 @@ needs, named for what it shows, and captioned with the claims it bears on."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ from ffnbench.report.instabilities import kinds_of
 from ffnbench.report.lrgrid import families, figure_name, grid_lrs, plotted
 from ffnbench.report.regime import FIGURE as REGIME_FIGURE
 from ffnbench.report.regime import HEADLINE, regime, what
-from ffnbench.stats.intervals import Summary, summarize
+from ffnbench.stats.intervals import Summary
 
 
 def _pyplot():
@@ -48,10 +49,21 @@ def _varying(keys: list[tuple]) -> list[str]:
 
 
 def fig_loss_vs_ratio(runs: list[Run], out: Path) -> str | None:
-    """Loss against d_ff / d_model, one line per ungated activation and budget with at least two ratios."""
-    series = group_by([r for r in runs if r.usable and not r.gated],
+    """Loss against d_ff / d_model, one line per ungated activation and budget with at least two ratios, from the
+    judged runs: where a width had tuning runs, its judged runs at the lr they chose (the tuned points that decide
+    C1), else one line per lr."""
+    from ffnbench.lr_protocol import chosen_lrs, tuning_key
+
+    chosen = chosen_lrs(runs)
+
+    def lr_of(r: Run):
+        return "tuned" if tuning_key(r) in chosen else r.lr
+
+    judged = [r for r in runs if r.usable and not r.gated and r.role == "judged"
+              and (tuning_key(r) not in chosen or r.lr == chosen[tuning_key(r)])]
+    series = group_by(judged,
                       lambda r: (("act", r.act), ("budget", "fixed N" if r.factor("model.non_embedding_params")
-                                                  else "fixed d_model"), ("lr", r.lr), ("setting", r.setting),
+                                                  else "fixed d_model"), ("lr", lr_of(r)), ("setting", r.setting),
                                  ("bias", r.bias)))
     series = {k: group_by(v, lambda r: r.ratio) for k, v in series.items() if len({r.ratio for r in v}) >= 2}
     if not series:
@@ -71,8 +83,8 @@ def fig_loss_vs_ratio(runs: list[Run], out: Path) -> str | None:
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel("d_ff / d_model (FFN width ratio, log scale)")
     ax.set_ylabel("final validation loss (nats/token)")
-    ax.set_title("Loss vs FFN width ratio (error bars: 95% CI)")
-    ax.legend(fontsize=8)
+    ax.set_title("Loss vs FFN width ratio, judged runs (error bars: 95% CI over seeds)", fontsize=9)
+    ax.legend(fontsize=7)
     return _save(fig, out, "loss_vs_ratio.png")
 
 
@@ -84,10 +96,17 @@ def fig_loss_vs_params(runs: list[Run], out: Path) -> str | None:
         return None
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for act, keys in group_by(sorted(points, key=str), lambda k: k[0]).items():
-        sums = [summary_of(points[k]) for k in keys]
-        ax.errorbar([points[k][0].ffn_total for k in keys], [s.mean for s in sums], yerr=[_err(s) for s in sums],
-                    marker="o", linestyle="none", capsize=3, label=act)
+    keys = sorted(points, key=lambda k: (points[k][0].ffn_total, str(k)))
+    same = Counter(points[k][0].ffn_total for k in keys)
+    placed: Counter = Counter()
+    markers = "osD^v<>ph*"
+    for i, k in enumerate(keys):
+        size = points[k][0].ffn_total
+        spread = 0.04 * (placed[size] - (same[size] - 1) / 2)  # variants of one size side by side, not on top
+        placed[size] += 1
+        s_ = summary_of(points[k])
+        ax.errorbar([size * (1 + spread)], [s_.mean], yerr=[_err(s_)], marker=markers[i % len(markers)],
+                    linestyle="none", capsize=3, color=_pyplot().get_cmap("tab20")(i % 20), label=k[1])
     ax.set_xscale("log")
     ax.set_xlabel("FFN parameters, all layers (log scale)")
     ax.set_ylabel("final validation loss (nats/token)")
@@ -96,31 +115,55 @@ def fig_loss_vs_params(runs: list[Run], out: Path) -> str | None:
     return _save(fig, out, "loss_vs_ffn_params.png")
 
 
+REFERENCE_ACT = "gelu"  # what fig_matched_budget differences every variant against
+
+
 def fig_matched_budget(runs: list[Run], out: Path) -> str | None:
-    """One bar per activation at the matched budget that has the most of them."""
-    primary = [r for r in primary_runs(runs) if r.usable and r.budget_ratio is not None]
-    groups = group_by(primary, lambda r: (r.budget_ratio, r.bias, r.multiple_of))
-    if not groups:
+    """Each variant's paired difference from gelu at the textbook budget, as the verdicts read it (each side at its
+    tuned lr on fresh seeds, the interval with the lr choice where neighbour runs exist), a panel per setting that
+    ran such comparisons; at fixed lrs (a sweep without tuning), the paired difference at the lr with the most seeds."""
+    from ffnbench.claims.pairing import act_is, compare_sides, matched_key
+    from ffnbench.claims.robust import nested
+
+    acts = sorted({r.act for r in runs if r.act != REFERENCE_ACT and r.budget_ratio == 4 and not r.bias},
+                  key=lambda a: variant_order(next(r for r in runs if r.act == a)))
+    cells: dict = defaultdict(dict)
+    for act in acts:
+        for c in compare_sides(runs, act_is(REFERENCE_ACT), act_is(act), matched_key, (REFERENCE_ACT, act)):
+            if c.key.budget != 4 or c.key.bias or c.diff.mean is None:
+                continue
+            seen = cells[c.key.setting].get(act)
+            rank = (c.best_lr, c.n)
+            if seen is None or rank > (seen.best_lr, seen.n):
+                cells[c.key.setting][act] = c
+    cells = {k: v for k, v in cells.items() if v}
+    if not cells:
         return None
-    key = max(groups, key=lambda k: (len({r.act for r in groups[k]}), str(k)))
-    variants = group_by(sorted(groups[key], key=variant_order), lambda r: r.act)
-    if len(variants) < 2:
-        return None
-    sums = {act: summary_of(rs) for act, rs in variants.items()}
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(sums) + 2), 4.2))
-    ax.bar(list(sums), [s.mean for s in sums.values()], yerr=[_err(s) for s in sums.values()], capsize=4,
-           color="tab:blue", alpha=0.8)
-    low = min(s.mean - _err(s) for s in sums.values())
-    high = max(s.mean + _err(s) for s in sums.values())
-    pad = max(high - low, 1e-3) * 0.3
-    ax.set_ylim(low - pad, high + pad)
-    ax.set_xlabel("FFN variant")
-    ax.set_ylabel("final validation loss (nats/token)")
-    n = min(s.n for s in sums.values())
-    ax.set_title(f"Matched budget {key[0]:g}× ({'bias' if key[1] else 'no bias'}), 95% CI"
-                 + (" (1 seed: no interval)" if n < 2 else "") + "\ny axis does not start at 0", fontsize=10)
-    _pyplot().setp(ax.get_xticklabels(), rotation=30, ha="right", fontsize=8)
+    keys = sorted(cells, key=lambda k: (dict(k).get("model.init") not in (None, "gpt2"),
+                                        dict(k).get("trainer.tokens_per_param") or 0, str(k)))
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.8 * len(keys) + 1.5, 0.38 * len(acts) + 1.8), sharey=True,
+                             squeeze=False)
+    for ax, key in zip(axes[0], keys, strict=True):
+        for y, act in enumerate(acts):
+            c = cells[key].get(act)
+            if c is None:
+                continue
+            d = (nested(c) or c).diff
+            err = [[d.mean - d.ci_low], [d.ci_high - d.mean]] if d.has_ci else None
+            ax.errorbar([d.mean], [y], xerr=err, fmt="o", capsize=3, color="tab:blue" if c.best_lr else "tab:gray")
+            ax.annotate(f"n={d.n}", (d.ci_high if d.has_ci else d.mean, y), xytext=(3, 0), textcoords="offset points",
+                        fontsize=6, va="center")
+        ax.axvline(0, color="black", linewidth=0.8)
+        ax.set_title(describe_setting(key), fontsize=7)
+        ax.set_xlabel(f"loss(variant) − loss({REFERENCE_ACT}), nats, 95% CI")
+    axes[0][0].set_yticks(range(len(acts)), acts, fontsize=8)
+    axes[0][0].set_ylim(len(acts) - 0.5, -0.5)
+    import textwrap
+
+    title = (f"Paired by seed against {REFERENCE_ACT} at a matched budget (4×); negative: the variant is better; "
+             "blue: each at its tuned lr, grey: one shared lr")
+    fig.suptitle("\n".join(textwrap.wrap(title, 70 * len(keys))), fontsize=8)
     return _save(fig, out, "matched_budget.png")
 
 
@@ -136,44 +179,81 @@ def _mean_curve(runs: list[Run]) -> tuple[list[float], list[float]]:
 
 
 def fig_curves(runs: list[Run], out: Path) -> str | None:
-    """Validation loss against training tokens, mean over seeds, per variant of the main comparison."""
+    """Validation loss against training tokens, mean over seeds, per variant of the main comparison: the whole run
+    (log loss axis), and its second half zoomed, where differences of 0.02-0.1 nats are visible."""
     variants = group_by(sorted([r for r in primary_runs(runs) if r.usable], key=variant_order), lambda r: r.label)
     curves = {label: _mean_curve(rs) for label, rs in variants.items()}
     curves = {k: v for k, v in curves.items() if len(v[0]) >= 2}
     if not curves:
         return None
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig, (whole, late) = plt.subplots(1, 2, figsize=(11, 4.2))
+    end = max(xs[-1] for xs, _ in curves.values())
+    tail = []
     for label, (xs, ys) in curves.items():
-        ax.plot(xs, ys, label=label, linewidth=1.2)
-    ax.set_xlabel("training tokens")
-    ax.set_ylabel("validation loss (nats/token)")
-    ax.set_title("Validation curves (mean over seeds)")
-    ax.legend(fontsize=7, ncol=2)
+        whole.plot(xs, ys, label=label, linewidth=1.2)
+        pts = [(x, y) for x, y in zip(xs, ys) if x >= end / 2]
+        late.plot([x for x, _ in pts], [y for _, y in pts], label=label, linewidth=1.2, marker=".")
+        tail += [y for _, y in pts]
+    whole.set_yscale("log")
+    whole.set_title("Validation curves (mean over seeds; log loss)", fontsize=10)
+    if tail:
+        pad = (max(tail) - min(tail)) * 0.05 or 0.01
+        late.set_ylim(min(tail) - pad, max(tail) + pad)
+    late.set_title("Second half of training, zoomed", fontsize=10)
+    for ax in (whole, late):
+        ax.set_xlabel("training tokens")
+        ax.set_ylabel("validation loss (nats/token)")
+    late.legend(fontsize=6, ncol=2)
     return _save(fig, out, "curves.png")
 
 
+def _short(setting) -> str:
+    """A setting in a legend's few words: layers, tokens per parameter, init (and d_model where it is not 64)."""
+    s = dict(setting)
+    words = [f"{s.get('model.n_layer')}L", f"{s.get('trainer.tokens_per_param') or 0:g} tok/p",
+             str(s.get("model.init") or "gpt2")]
+    if s.get("model.d_model") not in (None, 64):
+        words.insert(0, f"d{s.get('model.d_model')}")
+    return " ".join(words)
+
+
 def fig_sparsity(runs: list[Run], out: Path) -> str | None:
-    """Zero fraction and dead units against lr where the sweep varies lr, else one bar group per variant."""
-    finished = [r for r in runs if r.status == "finished" and r.final]
-    grids = group_by(finished, lambda r: (r.act, r.setting, r.bias, r.budget_ratio))
+    """C5's and C6's data against lr where the sweep varies lr: relu's and gelu's exact-zero fraction after training
+    (left) and relu's dead units (right, the 40% the claim names dashed), per setting, at the textbook budget
+    without bias; a dot per run, the mean over seeds as a line. Else one bar group per variant."""
+    finished = [r for r in runs if r.status == "finished" and r.final and r.act in ("relu", "gelu")
+                and r.budget_ratio == 4 and not r.bias and not r.factor("model.non_embedding_params")]
+    grids = group_by(finished, lambda r: (r.act, r.setting))
     grids = {k: v for k, v in grids.items() if len({r.lr for r in v}) >= 2}
     plt = _pyplot()
     if grids:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-        keys = sorted(grids, key=str)
-        for key, label in zip(keys, _varying([tuple(zip(("act", "setting", "bias", "budget"), k)) for k in keys])):
-            lrs = sorted({r.lr for r in grids[key]})
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for i, key in enumerate(sorted(grids, key=lambda k: (k[0], str(k[1])))):
+            act, setting = key
+            rs = grids[key]
+            lrs = sorted({r.lr for r in rs})
+            color, style = colors[i % len(colors)], "-" if act == "relu" else "--"
             for ax, stat in zip(axes, ("zero_frac", "dead_frac")):
-                ys = [mean_of(stat_of("final", stat)(r) for r in grids[key] if r.lr == lr) for lr in lrs]
-                ax.plot(lrs, ys, marker="o", label=label or key[0])
-        for ax, what in zip(axes, ("exact zeros in the hidden activation", "dead units (0 on every token)")):
+                if stat == "dead_frac" and act != "relu":
+                    continue
+                get = stat_of("final", stat)
+                ax.scatter([r.lr for r in rs], [get(r) for r in rs], s=8, color=color, alpha=0.35)
+                ax.plot(lrs, [mean_of(get(r) for r in rs if r.lr == lr) for lr in lrs], style, marker="o",
+                        markersize=3, color=color, label=f"{act}, {_short(setting)}")
+        axes[1].axhline(0.4, color="black", linestyle=":", linewidth=1, label="40% (C6)")
+        from matplotlib.ticker import NullFormatter
+
+        for ax, what in zip(axes, ("C5: exact zeros in the hidden activation (relu, gelu)",
+                                   "C6: dead relu units (0 on every validation token)")):
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xlabel("learning rate")
-            ax.set_ylabel("fraction (after training)")
-            ax.set_title(what.capitalize(), fontsize=10)
+            ax.set_ylabel("fraction after training")
+            ax.set_title(what, fontsize=10)
             ax.set_ylim(-0.02, 1.02)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6, loc="best")
         return _save(fig, out, "sparsity_vs_lr.png")
     variants = group_by(sorted([r for r in primary_runs(finished)], key=variant_order), lambda r: r.label)
     if not variants:
@@ -194,19 +274,24 @@ def fig_sparsity(runs: list[Run], out: Path) -> str | None:
 
 
 def fig_throughput(runs: list[Run], out: Path) -> str | None:
-    """Training tokens/s per variant of the main comparison."""
+    """Every run's training tokens/s per variant of the main comparison, the median marked: the spread shows how much
+    of a sweep's throughput is machine load, so the figure compares nothing (`make bench` times variants side by
+    side)."""
     variants = group_by(sorted([r for r in primary_runs(runs) if r.usable and r.tokens_per_s], key=variant_order),
                         lambda r: r.label)
     if not variants:
         return None
-    sums = {label: summarize(r.tokens_per_s for r in rs) for label, rs in variants.items()}
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(sums) + 2), 4.2))
-    ax.bar(list(sums), [s.mean for s in sums.values()], yerr=[s.std or 0.0 for s in sums.values()], capsize=4)
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(variants) + 2), 4.2))
+    for i, rs in enumerate(variants.values()):
+        speeds = sorted(r.tokens_per_s for r in rs)
+        ax.scatter([i] * len(speeds), speeds, s=10, alpha=0.6, color="tab:blue")
+        ax.hlines(statistics.median(speeds), i - 0.3, i + 0.3, color="black", linewidth=1.5)
+    ax.set_xticks(range(len(variants)), list(variants), rotation=30, ha="right", fontsize=8)
     ax.set_xlabel("FFN variant")
     ax.set_ylabel("training throughput (tokens/s)")
-    ax.set_title("Throughput per variant (error bars: std over seeds)")
-    _pyplot().setp(ax.get_xticklabels(), rotation=30, ha="right", fontsize=8)
+    ax.set_title("Tokens/s of each run as this sweep measured it (bar: median)\nmachine load, not a comparison: "
+                 "`make bench` times the variants side by side", fontsize=9)
     return _save(fig, out, "throughput.png")
 
 
@@ -249,6 +334,15 @@ def fig_lr_curves(runs: list[Run], out: Path) -> list[tuple[str, str]]:
                 chosen = best_lr(rs)
                 ax.plot([chosen], [medians[chosen]], "o", markersize=13, markerfacecolor="none",
                         markeredgecolor=colour, markeredgewidth=1.5)
+            # the judged seeds (at the chosen lr, and at its neighbours where they ran): mean and 95% CI, a little
+            # to the right of their lr
+            judged = [r for r in runs if r.setting == setting and r.label == label and r.usable
+                      and r.role in ("judged", "neighbour")]
+            for lr in sorted({r.lr for r in judged}):
+                sm = summary_of([r for r in judged if r.lr == lr])
+                err = [[sm.mean - sm.ci_low], [sm.ci_high - sm.mean]] if sm.has_ci else None
+                ax.errorbar([lr * 1.06], [sm.mean], yerr=err, fmt="D", color=colour, markersize=4, capsize=2,
+                            markerfacecolor="white")
         if rows:  # room at the top for the rows of diverged marks, above every loss
             low, high = ax.get_ylim()
             ax.set_ylim(low, low + (high - low) / (1 - 0.05 - ROW * len(rows)))
@@ -261,13 +355,17 @@ def fig_lr_curves(runs: list[Run], out: Path) -> list[tuple[str, str]]:
         ax.set_xticks(lrs, [f"{x:g}" for x in lrs], rotation=45, fontsize=7)
         ax.set_xlabel("learning rate (log scale)")
         ax.set_ylabel("final validation loss (nats/token)")
-        ax.set_title(describe_setting(setting), fontsize=9)
+        import textwrap
+
+        ax.set_title("\n".join(textwrap.wrap(describe_setting(setting), 90)), fontsize=8)
         grey = "0.35"
         marks = [Line2D([], [], marker="o", color=grey, linestyle="none", markersize=4, label="tuning seed"),
                  Line2D([], [], marker="x", color=grey, linestyle="none", label="seed with a plateau or spike"),
                  Line2D([], [], marker="^", color=grey, linestyle="none", label="diverged seed (no loss)"),
                  Line2D([], [], marker="o", color=grey, linestyle="none", markersize=11, markerfacecolor="none",
-                        label="chosen lr (lowest median)")]
+                        label="chosen lr (lowest median)"),
+                 Line2D([], [], marker="D", color=grey, linestyle="none", markersize=4, markerfacecolor="white",
+                        label="judged seeds: mean, 95% CI")]
         handles = [*ax.get_legend_handles_labels()[0], *marks]
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the data
         drawn.append((describe_setting(setting), _save(fig, out, figure_name(len(drawn) + 1))))
