@@ -245,3 +245,20 @@ class StepTimes(L.Callback):
                 self._hook.remove()
 
             self._hook = trainer.optimizers[0].register_step_post_hook(first_step_end)
+
+
+class WorldSizeCheck(L.Callback):
+    """Fails a run that trains on another number of processes than it asked for (devices × nodes): a cluster
+    environment that believes the processes were made elsewhere would train one and record two. `seen`: the
+    world size the trainer ran with (result.json's hardware.world_size)."""
+
+    def __init__(self, expected: int):
+        self.expected = expected
+        self.seen: int | None = None
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self.seen = trainer.world_size
+        if trainer.world_size != self.expected:
+            raise RuntimeError(f"this run asked for {self.expected} processes (trainer.devices × trainer.num_nodes) "
+                               f"and {trainer.world_size} started: the cluster environment did not make its ranks; "
+                               "run it outside `srun`, or with one SLURM task per device")

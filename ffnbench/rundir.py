@@ -134,6 +134,7 @@ class Holder:
     pid: int | None = None
     started: str = "?"
     slurm_job: str | None = None
+    launch: str | None = None  # the DDP launch its ranks share (placement.launch_id), None outside one
 
     def __str__(self) -> str:
         job = f", SLURM job {self.slurm_job}" if self.slurm_job else ""
@@ -143,7 +144,7 @@ class Holder:
     def read(cls, fd: int) -> Holder:
         try:
             info = json.loads(os.pread(fd, 4096, 0) or b"{}")
-            return cls(**{k: info[k] for k in ("host", "pid", "started", "slurm_job") if k in info})
+            return cls(**{k: info[k] for k in ("host", "pid", "started", "slurm_job", "launch") if k in info})
         except (OSError, ValueError, TypeError):
             return cls()  # written half, or by something else: held all the same
 
@@ -197,7 +198,7 @@ class RunLock:
                 os.close(fd)
                 continue
             info = {"host": platform.node(), "pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "slurm_job": os.environ.get("SLURM_JOB_ID")}
+                    "slurm_job": os.environ.get("SLURM_JOB_ID"), "launch": launch_id()}
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(info).encode(), 0)
             self._fd = fd
@@ -226,6 +227,32 @@ def _same_file(fd: int, path: Path) -> bool:
         return os.stat(path).st_ino == os.fstat(fd).st_ino
     except FileNotFoundError:
         return False
+
+
+def launch_id() -> str | None:
+    """What the ranks of one DDP launch that another program started (torchrun, srun) share, and another launch of
+    the same run does not: the rendezvous address with the launcher's job id. None outside such a launch."""
+    env = os.environ
+    if "MASTER_PORT" not in env or "WORLD_SIZE" not in env:
+        return None
+    job = env.get("TORCHELASTIC_RUN_ID") or f"{env.get('SLURM_JOB_ID', '')}.{env.get('SLURM_STEP_ID', '')}"
+    return f"{env.get('MASTER_ADDR', '')}:{env['MASTER_PORT']}/{job}"
+
+
+def rank_zero_holds(run_dir: Path, wait_s: float = 30.0, poll_s: float = 0.5) -> Holder | None:
+    """For a DDP rank above 0: None when this launch's rank 0 holds the run's lock (or nobody does once `wait_s`
+    is up: a directory without locks, a run rank 0 found done), else the other process that does — so the rank
+    returns at once instead of waiting in the process group's rendezvous for a rank 0 that never comes. Rank 0 is
+    this launch's when it spawned this process (Lightning's launcher) or shares its launch_id (torchrun, srun)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        holder = lock_holder(run_dir)
+        if holder is not None:
+            mine = holder.pid == os.getppid() or (holder.launch is not None and holder.launch == launch_id())
+            return None if mine else holder
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(poll_s)
 
 
 def lock_holder(run_dir: Path) -> Holder | None:

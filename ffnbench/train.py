@@ -21,7 +21,14 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
 from ffnbench.accounting import count_flops, count_params
-from ffnbench.callbacks import NoProfiler, PeriodicCheckpoint, PreemptionSignal, StepProgressBar, StepTimes
+from ffnbench.callbacks import (
+    NoProfiler,
+    PeriodicCheckpoint,
+    PreemptionSignal,
+    StepProgressBar,
+    StepTimes,
+    WorldSizeCheck,
+)
 from ffnbench.cli import user_errors_exit
 from ffnbench.compiling import CompileWatch
 from ffnbench.config.compose import check_overrides
@@ -38,6 +45,8 @@ from ffnbench.module import LMModule
 from ffnbench.placement import (
     DeviceSetup,
     claim_devices,
+    cluster_environment,
+    ddp_scope,
     global_rank,
     patch_ddp_child_command,
     resolve_device_setup,
@@ -51,6 +60,7 @@ from ffnbench.rundir import (
     RunPlan,
     last_checkpoint,
     plan_run,
+    rank_zero_holds,
     remove_failed_start,
     resolve_run_dir,
 )
@@ -109,7 +119,7 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> RunResu
         step_times.mark("train_start")
     run = check_run(cfg)
     lock = RunLock(run.run_dir) if global_rank() == 0 else None  # DDP ranks > 0 train under rank 0's lock
-    holder = lock.acquire() if lock else None
+    holder = lock.acquire() if lock else rank_zero_holds(run.run_dir)
     if holder is not None:
         print(f"ffnbench: {run.run_dir.name}: already running {holder}; skipped ({run.run_dir})")
         return RunResult(status="running", name=run.config.get("name"), run_name=run.run_dir.name,
@@ -131,7 +141,7 @@ def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> RunResu
             step_times.mark("data_ready")
         if global_rank() == 0:
             write_json_atomic(run.run_dir / RUN_CONFIG_FILE, run.config)
-        with claim_devices(run.device_setup) as devices:
+        with claim_devices(run.device_setup) as devices, ddp_scope():
             return _fit(run, plan, devices, started, [*([step_times] if step_times else []), *(callbacks or [])])
     finally:
         if lock:
@@ -159,7 +169,8 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
     loggers = make_loggers(run.config["logger"], run.run_dir, run.config, run.model.ffn, plan.resumed_from,
                            is_rank_zero)
     preemption = PreemptionSignal()
-    trainer = _trainer(run, devices, loggers, [thr, ckpt_cb, preemption, *callbacks])
+    world = WorldSizeCheck(run.device_setup.devices * t.num_nodes)
+    trainer = _trainer(run, devices, loggers, [world, thr, ckpt_cb, preemption, *callbacks])
     if is_rank_zero:
         m = run.model
         print(f"ffnbench: {run.run_dir.name}: {m.ffn.label}, d_ff={size_ffn(m.ffn, m.d_model).d_ff}, "
@@ -203,6 +214,8 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
             data={**dm.info, "val_bytes_per_token": dm.val_bytes_per_token}, throughput=thr.summary(),
             device_setup=run.device_setup, started=started, compile=compiled.record(),
             train_history=module.train_history)
+        if world.seen is not None:  # the processes that trained, as the process group counted them
+            result.hardware["world_size"] = world.seen
         if is_rank_zero:
             result.write(run.run_dir)
             finish_wandb(exit_code, summary=result.wandb_summary())
@@ -221,6 +234,7 @@ def _trainer(run: Run, devices: int | list[int], loggers: list, callbacks: list[
         devices=devices,
         num_nodes=t.num_nodes,
         strategy=run.device_setup.strategy,
+        plugins=[env] if (env := cluster_environment(run.device_setup, t.num_nodes)) is not None else None,
         precision=run.device_setup.precision,
         deterministic=t.deterministic,  # True: deterministic algorithms and CUBLAS_WORKSPACE_CONFIG; False resets
         max_steps=run.total_steps,

@@ -1,6 +1,8 @@
 """Where a run trains: the one device resolver, the device setup a trainer config asks for, thread sharing, the GPU
 lease, and the ranks read from the environment."""
 
+import os
+
 import pytest
 import torch
 
@@ -342,3 +344,46 @@ def test_the_gpu_claim_experiments_compile():
 
 def test_one_job_at_a_time_outside_a_joblib_sweep():
     assert parallel_jobs() == 1
+
+
+# ---- the cluster environment and what a DDP launch leaves behind ------------------------------------------------
+
+SLURM_ONE_TASK = {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "sweep", "SLURM_NODELIST": "localhost", "SLURM_JOB_ID": "123",
+                  "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NNODES": "1"}
+
+
+@pytest.mark.parametrize(("env", "devices", "expected"), [
+    (SLURM_ONE_TASK, 2, "LightningEnvironment"),  # sbatch -n1, joblib inside: the run spawns its ranks
+    ({**SLURM_ONE_TASK, "SLURM_NTASKS": "2", "SLURM_NTASKS_PER_NODE": "2"}, 2, "SLURMEnvironment"),  # srun: SLURM made
+    # them
+    ({}, 2, "LightningEnvironment"),
+    (SLURM_ONE_TASK, 1, "LightningEnvironment"),  # one process in an allocation: never Lightning's SLURM requeue
+    ({}, 1, None),
+    ({"TORCHELASTIC_RUN_ID": "x", "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "GROUP_RANK": "0",
+      "MASTER_ADDR": "localhost", "MASTER_PORT": "1234"}, 2, None),  # torchrun: Lightning detects it
+])
+def test_the_cluster_environment_makes_the_ranks_slurm_did_not(monkeypatch, env, devices, expected):
+    for key in (*SLURM_ONE_TASK, "SLURM_NTASKS_PER_NODE", "TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                "GROUP_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    chosen = placement.cluster_environment(DeviceSetup("cpu", devices, "32-true", "ddp" if devices > 1 else "auto"))
+    assert (type(chosen).__name__ if chosen is not None else None) == expected
+    if expected == "SLURMEnvironment":
+        assert chosen.auto_requeue is False  # the whole sweep job must not requeue on a user's SIGUSR1
+
+
+def test_a_ddp_scope_restores_the_environment_and_destroys_the_process_group_it_made(monkeypatch, tmp_path):
+    import torch.distributed as dist
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setenv("MASTER_PORT", "29999")
+    with placement.ddp_scope():
+        for key, value in (("LOCAL_RANK", "0"), ("NODE_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_PORT", "1")):
+            os.environ[key] = value  # as Lightning's launcher writes them, behind monkeypatch's back
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+        assert dist.is_initialized()
+    assert not dist.is_initialized()
+    assert "LOCAL_RANK" not in os.environ and "NODE_RANK" not in os.environ and "WORLD_SIZE" not in os.environ
+    assert os.environ["MASTER_PORT"] == "29999"  # what was there before is put back

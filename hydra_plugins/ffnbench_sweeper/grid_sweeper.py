@@ -24,6 +24,7 @@ from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.utils import JobStatus
 from omegaconf import OmegaConf
 
 from ffnbench.errors import ConfigError
@@ -95,4 +96,10 @@ class GridSweeper(BasicSweeper):
             self.validate_batch_is_legal(batch)
             returns.append(self.launcher.launch(batch, initial_job_idx=initial_job_idx))
             initial_job_idx += len(batch)
+        failed = [" ".join(r.overrides or []) for batch in returns for r in batch or []
+                  if r.status == JobStatus.FAILED or getattr(r, "_return_value", None) == "failed"]
+        if failed:  # the sweep goes on past a failed job, and then says which did not finish
+            print(f"ffnbench: {len(failed)} job(s) of this sweep failed (their result.json says why; rerun the sweep "
+                  "to retry them):\n  " + "\n  ".join(failed), file=sys.stderr)
+            sys.exit(1)
         return returns

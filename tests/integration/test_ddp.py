@@ -136,3 +136,66 @@ def test_ddp_ranks_signalled_apart_stop_at_one_step_and_the_resumed_run_equals_a
     reference = json.loads((tmp_path / "whole" / RESULT_FILE).read_text())
     assert resumed["resumed_from_step"] == stop and resumed["status"] == "finished"
     assert resumed["metrics"]["final_val_loss"] == pytest.approx(reference["metrics"]["final_val_loss"], rel=1e-6)
+
+
+# ---- DDP in a SLURM allocation, and the runs after a DDP run in one process ------------------------------------
+
+SLURM_ONE_TASK = {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "sweep", "SLURM_NODELIST": "localhost", "SLURM_JOB_ID": "123",
+                  "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NNODES": "1"}
+
+
+def test_a_two_job_ddp_sweep_inside_a_one_task_slurm_allocation_trains_both_jobs_on_two_processes(cache_dir, tmp_path):
+    """`sbatch -n1 … make sweep` with trainer=ddp trainer.devices=2: Lightning's SLURM environment would claim the
+    processes were made by SLURM and train one; and the second job of the process would find the first one's
+    LOCAL_RANK/WORLD_SIZE and its process group. Both jobs train once, each on 2 processes, and say so."""
+    out = run_cli("-m", *MICRO, "trainer.max_steps=10", "trainer=ddp", "trainer.devices=2", "seed=0,1",
+                  f"data.cache_dir={cache_dir}", f"runs_root={tmp_path / 'runs'}", "name=ddp_sweep",
+                  env=SLURM_ONE_TASK)
+    assert out.returncode == 0, out.stderr[-3000:]
+    records = [json.loads(p.read_text()) for p in sorted((tmp_path / "runs" / "ddp_sweep").glob(f"*/{RESULT_FILE}"))]
+    assert [r["seed"] for r in records] == [0, 1]
+    for r in records:
+        assert r["status"] == "finished", r.get("error")
+        assert r["hardware"]["world_size"] == 2 and r["hardware"]["devices"] == 2
+    assert out.stdout.count("ffnbench: finished") == 2  # each job trained once (rank 0 prints it)
+
+
+def test_a_run_that_trains_on_fewer_processes_than_it_asked_for_fails_and_says_so(cache_dir, tmp_path):
+    """The world-size check: a run whose cluster environment starts one process for trainer.devices=2 fails."""
+    from ffnbench.callbacks import WorldSizeCheck
+
+    class OneProcess:
+        world_size = 1
+
+    with pytest.raises(RuntimeError, match="asked for 2 processes .* and 1 started"):
+        WorldSizeCheck(2).setup(OneProcess(), None, "fit")
+    check = WorldSizeCheck(1)
+    check.setup(OneProcess(), None, "validate")
+    assert check.seen == 1
+
+
+def test_a_sweep_with_a_failed_job_exits_non_zero_and_names_it(cache_dir, tmp_path):
+    out = run_cli("-m", *MICRO, "trainer.max_steps=2", "data.final_val_tokens=1024", "optim.lr=0.001,-1",
+                  f"data.cache_dir={cache_dir}", f"runs_root={tmp_path / 'runs'}", "name=one_fails")
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert "1 job(s) of this sweep failed" in out.stderr and "optim.lr=-1" in out.stderr
+
+
+def test_a_ddp_rank_above_zero_returns_at_once_when_another_process_holds_the_run(cache_dir, tmp_path, hold_run,
+                                                                                 monkeypatch):
+    """Only rank 0 takes the lock: a rank above 0 of a launch whose rank 0 found the run held elsewhere would wait in
+    the process group's rendezvous until the c10d timeout, holding its GPU. It sees the holder is not its rank 0."""
+    import time
+
+    from micro_runs import micro
+
+    from ffnbench.train import train
+
+    run_dir = tmp_path / "held"
+    hold_run(run_dir)
+    for key, value in {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29411"}.items():
+        monkeypatch.setenv(key, value)
+    started = time.monotonic()
+    result = train(micro(cache_dir, run_dir, "trainer=ddp", "trainer.devices=2"))
+    assert result.status == "running"
+    assert time.monotonic() - started < 20
