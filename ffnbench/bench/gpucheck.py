@@ -44,9 +44,18 @@ from ffnbench.provenance import git_revision
 
 TIME_BUDGET_S = 480  # what the sizes below aim at on one datacenter GPU; the record says what it took
 TRAIN_MODELS = ("small", "base")
-# The shape the GPU sweeps train (conf/experiment/_gpu.yaml: model=small with an 8192-token BPE vocabulary), where the
-# tied head and the loss are a large share of a step; on Shakespeare, which needs no download, BPE trained offline.
-SWEEP_SHAPE = ("small", ["data.tokenizer=bpe", "data.vocab_size=8192"])
+SWEEP_EXPERIMENT = "activations"  # a GPU claim experiment: what its runs train is what gpu-check times
+
+
+def sweep_shape(experiment: str = SWEEP_EXPERIMENT) -> tuple[str, list[str]]:
+    """The shape the GPU sweeps train, read from the composed experiment (conf/experiment/_gpu.yaml): its model, its
+    tokenizer and vocabulary (where the tied head and the loss are a large share of a step) and its batch size; on
+    Shakespeare, which needs no download, its BPE trained offline."""
+    from ffnbench.config.compose import compose
+
+    cfg = compose([f"experiment={experiment}"])
+    return str(cfg.model.name), [f"data.tokenizer={cfg.data.tokenizer}", f"data.vocab_size={cfg.data.vocab_size}",
+                                 f"data.batch_size={cfg.data.batch_size}"]
 TRAIN_STEPS, WARMUP_STEPS = 300, 20  # per model; recompiles are counted after the warm-up steps
 DDP_STEPS = 100
 
@@ -196,12 +205,23 @@ def ddp_check(session: BenchSession, steps: int) -> dict[str, Any]:
     except subprocess.TimeoutExpired:
         returncode, tail = None, "timed out after 300 s"
     result = json.loads((run_dir / "result.json").read_text()) if (run_dir / "result.json").exists() else {}
-    ok = returncode == 0 and result.get("status") == "finished"
     return {"command": shlex.join(command[1:]), "returncode": returncode, "status": result.get("status"),
             "devices": (result.get("hardware") or {}).get("devices"),
+            "world_size": (result.get("hardware") or {}).get("world_size"),
             "tokens_per_s": (result.get("throughput") or {}).get("tokens_per_s"),
-            "problems": [] if ok else [f"the DDP run failed (exit {returncode}): {tail}"],
-            "seconds": time.perf_counter() - started}
+            "problems": ddp_problems(returncode, result, tail, asked=2), "seconds": time.perf_counter() - started}
+
+
+def ddp_problems(returncode: int | None, result: dict, tail: str, asked: int) -> list[str]:
+    """What is wrong with a DDP check's run: it failed, or fewer processes trained than it asked for (the world size
+    its record read off the process group, not the device count it was configured with)."""
+    if returncode != 0 or result.get("status") != "finished":
+        return [f"the DDP run failed (exit {returncode}): {tail}"]
+    world = (result.get("hardware") or {}).get("world_size")
+    if world != asked:
+        return [f"the DDP run trained on {world} process(es), asked for {asked} (its result.json's "
+                "hardware.world_size)"]
+    return []
 
 
 def summarize(benchmarks: dict[str, dict]) -> dict[str, Any]:
@@ -276,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         session = BenchSession(device=torch.device("cuda", 0), quick=args.quick, sizes=check_sizes(args.quick),
                                work=Path(work), cache_dir=default_cache_dir())
         record["training"] = []
-        shapes = [(m, []) for m in TRAIN_MODELS] + [SWEEP_SHAPE]
+        shapes = [(m, []) for m in TRAIN_MODELS] + [sweep_shape()]
         for model, extra in shapes:
             row = train_check(session, model, steps, warmup, extra)
             record["training"].append(row)

@@ -89,8 +89,17 @@ def test_gpu_check_trains_the_gpu_sweeps_own_shape():
     weigh; gpu-check's MFU came from Shakespeare bytes (vocab 256) alone, where the head costs nothing."""
     from ffnbench.config.compose import compose
 
-    model, extra = gpucheck.SWEEP_SHAPE
+    model, extra = gpucheck.sweep_shape()
     sweep = compose(["experiment=activations"])
     shape = compose([f"model={model}", *extra])
-    assert (shape.model.name, shape.data.tokenizer, shape.data.vocab_size) == (
-        sweep.model.name, sweep.data.tokenizer, sweep.data.vocab_size)
+    assert (shape.model.name, shape.data.tokenizer, shape.data.vocab_size, shape.data.batch_size) == (
+        sweep.model.name, sweep.data.tokenizer, sweep.data.vocab_size, sweep.data.batch_size)
+    assert shape.data.batch_size != compose([]).data.batch_size  # the sweeps' 64, not train.yaml's default
+
+
+def test_the_ddp_check_reads_the_world_size_that_trained_not_the_devices_asked_for():
+    finished = {"status": "finished", "hardware": {"devices": 2, "world_size": 2}}
+    assert gpucheck.ddp_problems(0, finished, "", asked=2) == []
+    one = {"status": "finished", "hardware": {"devices": 2, "world_size": 1}}  # SLURM's environment trained one
+    assert "trained on 1 process(es), asked for 2" in gpucheck.ddp_problems(0, one, "", asked=2)[0]
+    assert "failed (exit 1)" in gpucheck.ddp_problems(1, {}, "boom", asked=2)[0]
