@@ -114,12 +114,27 @@ class PreemptionSignal(L.Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         # after Lightning registered its handlers for the fit (_SignalConnector), so that ours replace them
-        if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        self._install()
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        # the step-0 and the final validation run outside fit, under Lightning's handlers (2.6: a broadcast inside
+        # the handler): the flag-only handler covers them too; a stop asked for there is taken at the next batch
+        # of the fit (none after the final validation: the run is done)
+        if _standalone_validation(trainer):
+            self._install()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if _standalone_validation(trainer):
+            self._restore()
+
+    def _install(self) -> None:
+        if threading.current_thread() is not threading.main_thread() or self._previous:  # main thread only, once
             return
         for signum in dict.fromkeys((signal.SIGTERM, self.signum)):
             self._previous[signum] = signal.getsignal(signum)
             signal.signal(signum, self._on_signal)
-        self._handed = self._previous[self.signum]
+        if self._handed is None:
+            self._handed = self._previous[self.signum]
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if signum == self.signum and signum != signal.SIGTERM:
@@ -162,6 +177,11 @@ class PreemptionSignal(L.Callback):
         if self.received is not None and callable(self._handed):
             received, self.received = self.received, None
             self._handed(*received)
+
+
+def _standalone_validation(trainer) -> bool:
+    """trainer.validate(), not the validation a fit runs every val_every steps (whose stage is validating too)."""
+    return str(getattr(trainer.state.fn, "value", trainer.state.fn)) == "validate"
 
 
 class StepProgressBar(RichProgressBar):

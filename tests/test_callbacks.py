@@ -138,6 +138,36 @@ def test_a_signal_only_flags_the_stop_every_rank_raises_at_the_next_batch_and_su
     assert calls == [("submitit", signal.SIGUSR2)]
 
 
+def test_the_step_0_and_final_validations_get_the_flag_only_handler_too_and_a_fits_own_validation_keeps_it(
+        monkeypatch):
+    """trainer.validate runs outside fit, under Lightning's handlers (2.6 broadcasts inside the SIGTERM handler): the
+    flag-only handler covers it, and is restored after it; the validation inside a fit leaves the fit's in place."""
+    import signal
+
+    monkeypatch.delenv(PREEMPT_SIGNAL_ENV, raising=False)
+    calls = []
+    lightning_sigterm = lambda signum, frame: calls.append(("lightning", signum))
+    submitit = lambda signum, frame: calls.append(("submitit", signum))
+    installed = {signal.SIGUSR2: submitit, signal.SIGTERM: lightning_sigterm}
+    monkeypatch.setattr(signal, "getsignal", lambda signum: installed[signum])
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: installed.__setitem__(signum, handler))
+    validate = SimpleNamespace(state=SimpleNamespace(fn="validate"))
+    fitting = SimpleNamespace(state=SimpleNamespace(fn="fit"))
+    callback = PreemptionSignal()
+    callback.on_validation_start(validate, None)  # the step-0 validation
+    installed[signal.SIGTERM](signal.SIGTERM, None)
+    assert calls == [] and callback.flagged  # only the flag: no collective, no exception inside the handler
+    callback.on_validation_end(validate, None)
+    assert installed[signal.SIGTERM] is lightning_sigterm  # restored for the fit, which installs its own
+    callback.on_train_start(fitting, None)
+    ours = installed[signal.SIGTERM]
+    callback.on_validation_start(fitting, None)  # the fit's own validation every val_every steps
+    callback.on_validation_end(fitting, None)
+    assert installed[signal.SIGTERM] is ours
+    with pytest.raises(SIGTERMException):  # the stop asked for at step 0 is taken at the fit's first batch
+        callback.on_train_batch_start(None, None, None, 0)
+
+
 def test_a_failed_save_keeps_the_previous_checkpoint(tmp_path):
     path = tmp_path / "last.ckpt"
     path.write_text("old")

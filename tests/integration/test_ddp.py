@@ -109,8 +109,9 @@ class _Hook(L.Callback):
 """
 
 
-@pytest.mark.slow  # three 2-process DDP runs: a minute and more on 2 cores; `make test-slow`
-@pytest.mark.parametrize(("defer", "stop"), [("0", 25), ("1", 30)])  # deferred (the GPU path): a batch (5 steps) later
+# three 2-process DDP runs each, a minute and more on 2 cores: the deferred case (the GPU path, which stops a batch of
+# 5 steps later) runs in `make test`, the eager one in `make test-slow`
+@pytest.mark.parametrize(("defer", "stop"), [pytest.param("0", 25, marks=pytest.mark.slow), ("1", 30)])
 def test_ddp_ranks_signalled_apart_stop_at_one_step_and_the_resumed_run_equals_an_uninterrupted_one(cache_dir,
                                                                                                    tmp_path, defer,
                                                                                                    stop, monkeypatch):
