@@ -122,3 +122,30 @@ def test_a_changed_number_in_a_results_block_or_the_prose_fails_the_check(tmp_pa
     assert summary.regenerate(page, check=True)
     page.write_text(good.replace("Prose quoting +0.1234.", "Prose quoting 0.87."))
     assert summary.stray_numbers(page) == ["0.87"]
+
+
+def _cells(line: str) -> int:
+    text = INLINE_CODE.sub("", line.strip())
+    return len(re.split(r"(?<!\\)\|", text.strip("|")))
+
+
+def test_every_markdown_table_has_as_many_cells_in_every_row_as_its_header():
+    """A table whose rows and header differ in cell count does not render (GitHub drops it to text)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "experiments").rglob("*.md"))]
+    problems = []
+    for page in pages:
+        lines = CODE.sub(lambda m: "\n" * m.group(0).count("\n"), page.read_text()).splitlines()
+        i = 0
+        while i < len(lines):
+            if lines[i].startswith("|") and i + 1 < len(lines) and re.match(r"^\|[\s:|-]+\|\s*$", lines[i + 1]):
+                head = _cells(lines[i])
+                j = i + 1
+                while j < len(lines) and lines[j].startswith("|"):
+                    if _cells(lines[j]) != head:
+                        problems.append(f"{page.relative_to(ROOT)}:{j + 1}: {_cells(lines[j])} cells, the header "
+                                        f"has {head}")
+                    j += 1
+                i = j
+            else:
+                i += 1
+    assert not problems, "\n".join(problems)
