@@ -117,3 +117,44 @@ def test_the_experiment_trains(experiment, runs):
     for override in micro(first_job(experiment)):
         actual, wanted = setting(config, override)
         assert actual == wanted, (override, actual)
+
+
+GROUPS = ("model", "ffn", "data", "optim", "trainer", "logger")  # the config groups a grid value selects an option of
+
+
+def grid_group_values(experiment: str) -> set[tuple[str, str]]:
+    """Every (config group, option) any job of the preset selects through its grids (a sweep list split)."""
+    from ffnbench.config.compose import compose
+
+    sweeper = compose([f"experiment={experiment}"], return_hydra_config=True).hydra.sweeper
+    grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else []
+    if sweeper.get("params"):
+        grids = [*grids, OmegaConf.to_container(sweeper.params)]
+    return {(key, value.strip()) for grid in grids for key, values in grid.items() if key in GROUPS
+            for value in str(values).split(",")}
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_option_a_presets_jobs_select_exists(experiment):
+    """Every job of every preset composes: a typo in a grid (`ffn: "relu,relu7,gelu"`) names an option that does not
+    exist, which the first job's run never meets."""
+    missing = [f"{group}={option}" for group, option in sorted(grid_group_values(experiment))
+               if not (EXPERIMENT_DIR.parent / group / f"{option}.yaml").is_file()]
+    assert not missing, f"{experiment}: its grids select options conf/ has no file for: {', '.join(missing)}"
+
+
+def test_a_typo_in_a_grid_is_caught(monkeypatch):
+    from ffnbench.config import compose as compose_module
+
+    real = compose_module.compose
+
+    def typo(overrides, **kwargs):
+        cfg = real(overrides, **kwargs)
+        if kwargs.get("return_hydra_config"):
+            cfg.hydra.sweeper.grids = [{"ffn": "relu,relu7,gelu", "seed": "0"}]
+        return cfg
+
+    monkeypatch.setattr(compose_module, "compose", typo)
+    assert ("ffn", "relu7") in grid_group_values("quick")
+    with pytest.raises(AssertionError, match="ffn=relu7"):
+        test_every_option_a_presets_jobs_select_exists("quick")

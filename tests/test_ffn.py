@@ -41,6 +41,32 @@ def test_registry_is_the_documented_set():
     assert {n for n, v in VARIANTS.items() if v.gated} == GATED
 
 
+# Inputs that reach every regime of a nonlinearity: far negative (where GELU and Swish underflow to 0, a ReLU is
+# flat), around 0 (where they differ most from linear), the 3-6.5 range where capped or clipped variants bend, and far
+# positive (a cap at 6 shows). A variant implemented as its neighbour (relu6 as relu) fails here.
+REGIMES = torch.tensor([-50.0, -30.0, -10.0, -6.5, -6.0, -5.5, -3.0, -1.0, -0.5, -1e-3, -1e-9, 0.0, 1e-9, 1e-3, 0.5,
+                        1.0, 3.0, 5.5, 6.0, 6.5, 10.0, 30.0, 50.0], dtype=torch.double)
+
+
+@pytest.mark.parametrize("act", sorted(REFERENCE))
+def test_every_variants_nonlinearity_matches_its_reference_over_every_regime(act):
+    ffn = FeedForward(4, FFNSpec(act, width=2)).double()
+    torch.testing.assert_close(ffn.activation(REGIMES), REFERENCE[act](REGIMES), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("act", sorted(REFERENCE))
+def test_every_variant_has_its_config_and_a_readme_row(act):
+    """A registry variant without conf/ffn/<act>.yaml cannot be selected (`ffn=<act>`: "Could not find"); one
+    without a row in README's variant table is undocumented."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    conf = root / "conf" / "ffn" / f"{act}.yaml"
+    assert conf.is_file(), f"{conf.relative_to(root)} is missing: `ffn={act}` cannot be selected"
+    assert f"act: {act}" in conf.read_text()
+
+
+
 @pytest.mark.parametrize("act", sorted(REFERENCE))
 @pytest.mark.parametrize("bias", [False, True])
 def test_forward_matches_reference_formula(act, bias):
