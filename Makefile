@@ -17,7 +17,7 @@ SWEEP    ?=         # sweep directory for `make report` (default: the last sweep
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  variables: EXP=<experiment> ARGS=\"<hydra overrides>\" LAUNCHER=<launcher> SWEEP=<dir> CONFIRM=1"
+	@echo "  variables: EXP=<experiment> ARGS=\"<hydra overrides>\" LAUNCHER=<launcher> SWEEP=<dir> CONFIRM=1 GPU_HOURS=<budget>"
 
 install: $(STAMP) ## create .venv and install ffnbench with its dev extras
 $(STAMP): pyproject.toml

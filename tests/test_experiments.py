@@ -37,8 +37,12 @@ STEPS = int(MICRO["trainer.max_steps"])
 def first_job(experiment: str) -> list[str]:
     """The overrides of the first job the experiment's sweep launches: the first value of each key of its first
     grid (`hydra.sweeper.grids[0]`, or `hydra.sweeper.params`), in the grid's order."""
-    sweeper = OmegaConf.load(EXPERIMENT_DIR / f"{experiment}.yaml").hydra.sweeper
-    grid = sweeper.grids[0] if "grids" in sweeper else sweeper.params
+    from ffnbench.config.compose import compose
+    from ffnbench.sweep.planning import preset_grids
+
+    cfg = compose([f"experiment={experiment}"], return_hydra_config=True)
+    grids = [g for g, _ in preset_grids(cfg)]  # spelled out, or its comparisons crossed with the arms
+    grid = grids[0] if grids else OmegaConf.to_container(cfg.hydra.sweeper.params)
     job = []
     for key, value in grid.items():
         text = str(value).lower() if isinstance(value, bool) else str(value)
@@ -59,9 +63,9 @@ def micro(job: list[str]) -> list[str]:
     return kept
 
 
-def train(experiment: str, root: Path, cache: Path) -> tuple[subprocess.CompletedProcess, Path]:
+def train(experiment: str, job: list[str], root: Path, cache: Path) -> tuple[subprocess.CompletedProcess, Path]:
     run_dir = root / experiment
-    command = [sys.executable, "-m", "ffnbench.train", f"experiment={experiment}", *micro(first_job(experiment)),
+    command = [sys.executable, "-m", "ffnbench.train", f"experiment={experiment}", *micro(job),
                *(f"{k}={v}" for k, v in MICRO.items()), f"data.cache_dir={cache}", f"run_dir={run_dir}",
                f"runs_root={root / 'runs'}"]
     env = {**os.environ, "WANDB_MODE": "offline", "OMP_NUM_THREADS": "1", "HYDRA_FULL_ERROR": "1"}
@@ -76,8 +80,9 @@ def runs(request, tmp_path_factory) -> dict[str, Future]:
     selected = {item.callspec.params["experiment"] for item in request.session.items
                 if item.module is request.module and hasattr(item, "callspec")}
     root, cache = tmp_path_factory.mktemp("experiments"), tmp_path_factory.mktemp("token-cache")
+    jobs = {name: first_job(name) for name in sorted(selected)}  # composed here: Hydra's composition is one thread's
     with ThreadPoolExecutor(max_workers=2) as pool:
-        yield {name: pool.submit(train, name, root, cache) for name in sorted(selected)}
+        yield {name: pool.submit(train, name, jobs[name], root, cache) for name in sorted(selected)}
 
 
 def test_every_experiment_has_a_grid():
@@ -125,9 +130,11 @@ GROUPS = ("model", "ffn", "data", "optim", "trainer", "logger")  # the config gr
 def grid_group_values(experiment: str) -> set[tuple[str, str]]:
     """Every (config group, option) any job of the preset selects through its grids (a sweep list split)."""
     from ffnbench.config.compose import compose
+    from ffnbench.sweep.planning import preset_grids
 
-    sweeper = compose([f"experiment={experiment}"], return_hydra_config=True).hydra.sweeper
-    grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else []
+    cfg = compose([f"experiment={experiment}"], return_hydra_config=True)
+    sweeper = cfg.hydra.sweeper
+    grids = [g for g, _ in preset_grids(cfg)]
     if sweeper.get("params"):
         grids = [*grids, OmegaConf.to_container(sweeper.params)]
     return {(key, value.strip()) for grid in grids for key, values in grid.items() if key in GROUPS

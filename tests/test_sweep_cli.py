@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from fixtures.sweep.runs import BIG, EXPECTED_RUNS, micro_args, results, run_sweep
+from fixtures.sweep.runs import BIG, EXPECTED_RUNS, MICRO_ARMS, PLAIN_LINEAR, micro_args, results, run_sweep
 
 from ffnbench.errors import ConfigError
 from ffnbench.result import RESULT_FILE
@@ -37,7 +37,7 @@ def test_grid_selections_are_checked():
 
 
 def test_a_micro_sweep_runs_reports_and_reruns_as_all_skipped(tmp_path):
-    args = ["linear", "--", *micro_args(tmp_path), "seed=0,1"]
+    args = ["linear", "--", *micro_args(tmp_path), *PLAIN_LINEAR, "seed=0,1"]
     first = run_sweep(*args, tmp=tmp_path)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "6 runs: 0 skipped (already done), 0 resumed, 6 started" in first.stdout
@@ -89,7 +89,7 @@ def test_a_killed_sweep_resumes_and_loses_nothing(tmp_path):
 def test_a_two_stage_sweep_tunes_each_variant_then_judges_it_on_fresh_seeds_at_its_lr(tmp_path):
     grids = ("hydra.sweeper.grids=[{ffn: 'relu,gelu', optim.lr: '1e-3,3e-2', seed: 100, tuning: true}, "
              "{ffn: 'relu,gelu', optim.lr: tuned, seed: '0,1'}]")
-    args = ["linear", "--", *micro_args(tmp_path), "hydra.sweeper.params=null", grids]
+    args = ["linear", "--", *micro_args(tmp_path), *PLAIN_LINEAR, "hydra.sweeper.params=null", grids]
     out = run_sweep(*args, tmp=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "8 runs: 0 skipped (already done), 0 resumed, 4 started, 4 after the lr-tuning stage" in out.stdout
@@ -120,7 +120,7 @@ def test_a_robust_sweep_extends_a_grid_whose_best_lr_is_at_its_edge_then_judges_
                 "lr_protocol.bracket_cap=1"]
     grids = ("hydra.sweeper.grids=[{ffn: gelu, optim.lr: '0.000125,0.000177,0.00025,0.000354,0.0005', seed: '100,101', "
              "tuning: true}, {ffn: gelu, optim.lr: tuned, seed: 0}]")
-    args = ["linear", "--", *micro_args(tmp_path), "hydra.sweeper.params=null", *protocol, grids]
+    args = ["linear", "--", *micro_args(tmp_path), *PLAIN_LINEAR, "hydra.sweeper.params=null", *protocol, grids]
     out = run_sweep(*args, tmp=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "11 runs: 0 skipped (already done), 0 resumed, 10 started, 1 after the lr-tuning stage" in out.stdout
@@ -146,11 +146,12 @@ def test_a_robust_sweep_extends_a_grid_whose_best_lr_is_at_its_edge_then_judges_
 def test_a_sweep_refuses_a_thin_robust_grid_before_any_run(tmp_path):
     grids = ("hydra.sweeper.grids=[{ffn: gelu, optim.lr: '1e-3,2e-3', seed: 100, tuning: true}, "
              "{ffn: gelu, optim.lr: tuned, seed: 0}]")
-    out = run_sweep("linear", "--", *micro_args(tmp_path), "hydra.sweeper.params=null", "lr_protocol.robust=true",
+    out = run_sweep("linear", "--", *micro_args(tmp_path), *PLAIN_LINEAR, "hydra.sweeper.params=null",
+                    "lr_protocol.robust=true",
                     grids, tmp=tmp_path)
     assert out.returncode == 2 and not (tmp_path / "runs" / "linear").exists()
     assert "its tuning grid has 2 lrs (0.001, 0.002); the robust lr protocol asks for at least 7" in out.stderr
-    out = run_sweep("linear", "--", *micro_args(tmp_path), "lr_protocol.bracket_cap=-1", tmp=tmp_path)
+    out = run_sweep("linear", "--", *micro_args(tmp_path), *PLAIN_LINEAR, "lr_protocol.bracket_cap=-1", tmp=tmp_path)
     assert out.returncode == 2 and "lr_protocol.bracket_cap: must be an integer ≥ 0" in out.stderr
 
 
@@ -162,7 +163,7 @@ def test_unknown_experiment_lists_the_known_ones(tmp_path):
 
 
 def test_a_run_dir_holding_another_config_stops_the_sweep_before_it_starts(tmp_path):
-    args = [*micro_args(tmp_path), "seed=0", "ffn=gelu"]
+    args = [*micro_args(tmp_path), *PLAIN_LINEAR, "seed=0", "ffn=gelu"]
     runs, _ = planning.plan("linear", None, args)
     runs[0].run_dir.mkdir(parents=True)
     (runs[0].run_dir / "run_config.json").write_text(json.dumps({"optim": {"lr": 1.0}}))
@@ -175,7 +176,10 @@ def test_a_run_dir_holding_another_config_stops_the_sweep_before_it_starts(tmp_p
 @pytest.mark.slow
 @pytest.mark.parametrize("experiment", sorted(set(EXPECTED_RUNS) - {"quick", *BIG}))
 def test_every_claim_experiment_runs_with_micro_overrides(experiment, tmp_path):
-    out = run_sweep(experiment, "--", *micro_args(tmp_path), "seed=0", tmp=tmp_path, timeout=1800)
+    first_arm = ["hydra.sweeper.arms.fan_in_1x.enabled=false", "hydra.sweeper.arms.tokens_4x.enabled=false",
+                 "hydra.sweeper.arms.size_base.enabled=false"]
+    extra = [*MICRO_ARMS, *first_arm] if experiment != "lr" else ["seed=0"]
+    out = run_sweep(experiment, "--confirm", "--", *micro_args(tmp_path), *extra, tmp=tmp_path, timeout=3600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     done = results(tmp_path, experiment)
     assert done and {r["status"] for r in done.values()} == {"finished"}
@@ -184,7 +188,7 @@ def test_every_claim_experiment_runs_with_micro_overrides(experiment, tmp_path):
 
 @pytest.mark.slow  # minutes of end-to-end training on 2 cores; `make test-slow`
 def test_a_run_training_elsewhere_is_planned_as_running_and_not_started(tmp_path, hold_run):
-    args = [*micro_args(tmp_path), "seed=0", "ffn=gelu,swiglu"]
+    args = [*micro_args(tmp_path), *PLAIN_LINEAR, "seed=0", "ffn=gelu,swiglu"]
     runs, _ = planning.plan("linear", None, args)
     held = runs[0].run_dir
     holder = hold_run(held)

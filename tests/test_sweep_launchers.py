@@ -5,7 +5,7 @@ import os
 
 import pytest
 import torch
-from fixtures.sweep.runs import micro_args, results, run_sweep
+from fixtures.sweep.runs import PLAIN_LINEAR, micro_args, results, run_sweep
 
 from ffnbench.errors import ConfigError
 from ffnbench.sweep import launchers, planning
@@ -25,18 +25,18 @@ def test_submitit_local_gets_the_gpus(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_90"])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    _, cfg = planning.plan("linear", "submitit_local", [f"runs_root={tmp_path}"])
+    _, cfg = planning.plan("linear", "submitit_local", [f"runs_root={tmp_path}", *PLAIN_LINEAR])
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("LocalLauncher")
     assert (launcher.gpus_per_node, launcher.tasks_per_node, launcher.timeout_min) == (4, 1, cfg.slurm.timeout_min)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    runs, cfg = planning.plan("linear", "submitit_local", [f"runs_root={tmp_path}"])
+    runs, cfg = planning.plan("linear", "submitit_local", [f"runs_root={tmp_path}", *PLAIN_LINEAR])
     with pytest.raises(ConfigError, match=r"submitit_local gives its jobs GPUs 0\.\.n-1 .*'2,3'"):
         planning.check_plan(runs, cfg, "submitit_local", confirmed=False)
 
 
 def test_submitit_local_launches_and_collects(tmp_path):
-    out = run_sweep("linear", "--launcher", "submitit_local", "--", *micro_args(tmp_path), "seed=0",
+    out = run_sweep("linear", "--launcher", "submitit_local", "--", *micro_args(tmp_path), *PLAIN_LINEAR, "seed=0",
                     "ffn=gelu,swiglu", "hydra.launcher.timeout_min=10", tmp=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert {r["status"] for r in results(tmp_path, "linear").values()} == {"finished"}
@@ -46,7 +46,8 @@ def test_submitit_local_launches_and_collects(tmp_path):
 
 @pytest.mark.slow  # minutes of end-to-end training on 2 cores; `make test-slow`
 def test_joblib_runs_two_at_a_time(tmp_path):
-    out = run_sweep("linear", "--launcher", "joblib", "--", *micro_args(tmp_path), "seed=0", "ffn=gelu,swiglu",
+    out = run_sweep("linear", "--launcher", "joblib", "--", *micro_args(tmp_path), *PLAIN_LINEAR, "seed=0",
+                    "ffn=gelu,swiglu",
                     "hydra.launcher.n_jobs=2", tmp=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     done = results(tmp_path, "linear")

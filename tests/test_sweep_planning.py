@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from fixtures.report.synthetic import make_record
-from fixtures.sweep.runs import BIG, EXPECTED_RUNS, micro_args, preset_jobs
+from fixtures.sweep.runs import BIG, EXPECTED_RUNS, PLAIN_LINEAR, micro_args, preset_jobs
 
 from ffnbench.config.compose import compose
 from ffnbench.config.schema import run_spec, to_container
@@ -43,8 +43,11 @@ def test_the_quick_grid_covers_every_factor_of_the_mission():
 
 
 def test_command_line_overrides_win_over_the_grid():
-    runs, _ = planning.plan("activations", None, ["seed=0", "ffn=relu,gelu"])
-    assert sorted(r.run_dir.name for r in runs) == [  # both grids: the main one and the matched-init arm
+    two_grids = ("hydra.sweeper.grids=[{ffn: 'relu,gelu,swiglu', seed: '0,1'}, "
+                 "{ffn: 'relu,gelu', model.ffn_init: matched}]")
+    runs, _ = planning.plan("linear", None, [*PLAIN_LINEAR, "hydra.sweeper.params=null", two_grids, "seed=0",
+                                             "ffn=relu,gelu"])
+    assert sorted(r.run_dir.name for r in runs) == [  # both grids, each at the command line's ffn and seed
         "gelu-b4-nobias-model.ffn_init=matched-s0", "gelu-b4-nobias-s0",
         "relu-b4-nobias-model.ffn_init=matched-s0", "relu-b4-nobias-s0"]
 
@@ -61,17 +64,18 @@ def test_each_planned_run_counts_the_flops_of_its_spec_and_a_run_that_will_refus
 
 def test_a_big_cpu_grid_needs_confirmation(tmp_path, monkeypatch):
     monkeypatch.setattr(planning, "MAX_CPU_RUNS", 8)  # the real threshold, 30, works the same on a bigger grid
-    runs, cfg = planning.plan("linear", None, ["trainer.accelerator=cpu", f"runs_root={tmp_path}"])
+    runs, cfg = planning.plan("linear", None, ["trainer.accelerator=cpu", f"runs_root={tmp_path}", *PLAIN_LINEAR])
     with pytest.raises(ConfigError, match=r"would train 9 runs on the CPU \(more than 8\).*CONFIRM=1"):
         planning.check_plan(runs, cfg, None, confirmed=False)
     planning.check_plan(runs, cfg, None, confirmed=True)
 
 
 def test_slurm_needs_its_settings(tmp_path):
-    runs, cfg = planning.plan("linear", "submitit_slurm", [f"runs_root={tmp_path}"])
+    runs, cfg = planning.plan("linear", "submitit_slurm", [f"runs_root={tmp_path}", *PLAIN_LINEAR])
     with pytest.raises(ConfigError, match=r"needs SLURM settings: set slurm\.partition"):
         planning.check_plan(runs, cfg, "submitit_slurm", confirmed=False)
-    runs, cfg = planning.plan("linear", "submitit_slurm", [f"runs_root={tmp_path}", "slurm.partition=gpu"])
+    runs, cfg = planning.plan("linear", "submitit_slurm",
+                              [f"runs_root={tmp_path}", "slurm.partition=gpu", *PLAIN_LINEAR])
     planning.check_plan(runs, cfg, "submitit_slurm", confirmed=False)
     assert cfg.hydra.launcher.partition == "gpu" and cfg.hydra.launcher.gpus_per_node == cfg.trainer.devices
 
@@ -126,7 +130,7 @@ def test_committed_cpu_records_are_still_the_same_runs(tmp_path, cpu_only):
 def test_a_slurm_rerun_from_a_login_node_skips_what_gpu_nodes_finished(tmp_path, cpu_only):
     """The login node cannot resolve the nodes' precision: the planner leaves it to the run, and still sees the
     finished runs (stored as gpu / bf16-mixed) as the same runs."""
-    args = [f"runs_root={tmp_path}", "slurm.partition=gpu", "seed=0", "ffn=gelu"]
+    args = [f"runs_root={tmp_path}", "slurm.partition=gpu", *PLAIN_LINEAR, "seed=0", "ffn=gelu"]
     runs, _ = planning.plan("linear", "submitit_slurm", args)
     finished = to_container(compose(runs[0].overrides))
     finished["trainer"].update(accelerator="gpu", precision="bf16-mixed")
@@ -157,7 +161,8 @@ def test_a_sweep_interrupted_during_a_grid_extension_plans_the_same_extension_ag
     is reached, the judged run starts at the new lr."""
     grids = ("hydra.sweeper.grids=[{ffn: gelu, optim.lr: '0.000125,0.000177,0.00025,0.000354,0.0005', "
              "seed: '100,101', tuning: true}, {ffn: gelu, optim.lr: tuned, seed: 0}]")
-    args = [*micro_args(tmp_path), "hydra.sweeper.params=null", "lr_protocol.robust=true", "lr_protocol.min_lrs=5",
+    args = [*micro_args(tmp_path), *PLAIN_LINEAR, "hydra.sweeper.params=null", "lr_protocol.robust=true",
+            "lr_protocol.min_lrs=5",
             "lr_protocol.min_seeds=2", "lr_protocol.bracket_cap=1", grids]
     runs, _ = planning.plan("linear", None, args)
     assert [r.action for r in runs].count("start") == 10 and [r.action for r in runs].count("wait") == 1
@@ -184,13 +189,13 @@ def test_judging_at_the_neighbours_adds_the_lrs_half_an_octave_either_side_and_k
              "lr_protocol.min_seeds=2", f"hydra.sweeper.grids=[{grid}, {{ffn: gelu, optim.lr: tuned, seed: '0,1'}}]"]
     flagged = [*plain[:-1], f"hydra.sweeper.grids=[{grid}, {{ffn: gelu, optim.lr: tuned, seed: '0,1', "
                             "lr_protocol.judge_neighbours: true}]"]
-    runs, _ = planning.plan("linear", None, flagged)
+    runs, _ = planning.plan("quick", None, flagged)
     assert [r.action for r in runs].count("wait") == 2  # no neighbours before the choice
     _fake_outcomes([r for r in runs if r.action == "start"], lambda lr: 3.0 - lr)  # the largest lr wins: 0.0005
-    judged = [r for r in planning.plan("linear", None, flagged)[0] if r.tuned]
+    judged = [r for r in planning.plan("quick", None, flagged)[0] if r.tuned]
     lrs = sorted({next(o for o in r.overrides if o.startswith("optim.lr=")) for r in judged})
     assert lrs == ["optim.lr=0.000354", "optim.lr=0.0005", "optim.lr=0.000707"] and len(judged) == 6
-    without = [r for r in planning.plan("linear", None, plain)[0] if r.tuned]
+    without = [r for r in planning.plan("quick", None, plain)[0] if r.tuned]
     assert {r.run_dir for r in without} == {r.run_dir for r in judged if "optim.lr=0.0005" in r.overrides}
     assert all("judge_neighbours" not in r.run_dir.name for r in judged)  # the flag is not part of a run's name
 

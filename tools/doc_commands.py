@@ -82,6 +82,7 @@ RULES: list[Rule] = [
     Rule(r"python -m pytest -q", "skip", "the whole suite run serially (~15 min): `make test` is checked instead"),
     Rule(r"python3 tools/doc_commands\.py --run", "skip", "this check itself"),
     Rule(r"(\./)?\.ci/run", "skip", "runs exactly `make test`, checked as such"),
+    Rule(r"python -m ffnbench\.sweep full --dry-run", "runs", timeout_s=900),  # plans and prices ~3,000 runs
     Rule(r"python -m ffnbench\.sweep|wandb sync", "skip", "names a program in prose: its commands are checked"),
     Rule(r"\.venv/bin/python -m pytest -q tests/test_ffn\.py", "runs", timeout_s=300),
     Rule(r"make (help|lint|clean)", "runs", timeout_s=120),

@@ -11,6 +11,9 @@ Modules:
     planning.py   every run of a sweep and what will happen to it (tuned lrs, bracketing), and the checks that
                   refuse a plan before any work
     launchers.py  the Hydra launchers: their overrides, whether the runs train on a CPU, submitit's local GPUs
+    arms.py       the robust protocol's arms: a claim experiment's comparisons crossed with the lr, init, length and
+                  size cells its verdicts are checked on
+    cost.py       what a sweep costs per arm before it starts (runs, tokens, FLOPs, GPU-hours), and a budget's cut
     restore.py    a published results.jsonl put back into a sweep's run directories (--restore)
     outcome.py    the table of what each run's result says after the sweep
     cli.py        the command line: the rounds of training (each a Hydra multirun), the manifest, the report

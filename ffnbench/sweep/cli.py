@@ -62,6 +62,32 @@ def _launch(command: list[str], todo: list[PlannedRun], sweep_dir: Path, console
         console.print(f"[red]the sweep's training process exited with status {proc.returncode}[/red]")
 
 
+def _costs(ns):
+    """(every arm's cost, the arms within GPU_HOURS, the cut ones, the throughput, the GPUs) for a preset with
+    arms (ffnbench.sweep.arms); None for one without."""
+    from ffnbench.sweep.planning import preset_grids
+
+    sweep_cfg = sweep_config(ns.experiment, ns.launcher, ns.overrides)
+    grids = preset_grids(sweep_cfg)
+    if not any(arm for _, arm in grids):
+        return None
+    from omegaconf import OmegaConf
+
+    from ffnbench.lr_protocol import lr_protocol
+    from ffnbench.placement import visible_gpu_count
+    from ffnbench.sweep.cost import arm_costs, throughput, within_budget
+
+    protocol = lr_protocol({"lr_protocol": OmegaConf.to_container(sweep_cfg.lr_protocol)})
+    costs = arm_costs(ns.experiment, grids, [a for a in ns.overrides if "=" in a], protocol)
+    try:
+        tp = throughput(ns.gpu)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    gpus = ns.gpus or max(1, visible_gpu_count())
+    kept, cut = within_budget(costs, tp, ns.gpu_hours, gpus) if ns.gpu_hours is not None else (costs, [])
+    return costs, kept, cut, tp, gpus
+
+
 @user_errors_exit
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="ffnbench sweep", description=__doc__.split("\n\n")[0])
@@ -76,6 +102,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--restore", type=Path, default=None, metavar="RESULTS_JSONL",
                         help="first put the finished runs of a published results.jsonl back in the sweep's run "
                              "directories (where none is there), so they plan as done: a campaign resumed elsewhere")
+    parser.add_argument("--gpu-hours", type=float, default=float(os.environ["GPU_HOURS"]) if os.environ.get("GPU_HOURS")
+                        else None, help="a budget: only the arms that fit, in priority order (also GPU_HOURS=)")
+    parser.add_argument("--gpu", default=None, help="price the sweep on this GPU (default: the one detected, else "
+                                                      "H100)")
+    parser.add_argument("--gpus", type=int, default=None, help="GPUs the runs spread over (default: those visible)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (after --)")
     ns = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
     console = Console(width=140)
@@ -83,6 +114,16 @@ def main(argv: list[str] | None = None) -> None:
 
     composed: dict = {}  # the jobs' Hydra compositions, reused when later rounds are planned
     only = parse_grids(ns.grids)
+    if ns.gpu_hours is not None and ns.gpu_hours <= 0:
+        raise ConfigError(f"GPU_HOURS={ns.gpu_hours:g}: a budget is a positive number of GPU-hours, e.g. GPU_HOURS=24")
+    costs = _costs(ns)
+    if costs is not None and ns.gpu_hours is not None:
+        kept, cut = costs[1], costs[2]
+        if not kept:
+            raise ConfigError(f"GPU_HOURS={ns.gpu_hours:g}: not even the first arm ({costs[0][0].name}) fits; it needs "
+                              f"{costs[3].hours(costs[0][0].flops + costs[0][0].bracketing_flops):.1f} GPU-h")
+        if cut and only is None:
+            only = sorted(i for c in kept for i in c.grids)
     if ns.restore is not None:
         sweep_dir = Path(sweep_config(ns.experiment, ns.launcher, ns.overrides).hydra.sweep.dir)
         console.print(f"restored {restore(ns.restore, sweep_dir)} finished runs from {ns.restore} into {sweep_dir}")
@@ -92,6 +133,12 @@ def main(argv: list[str] | None = None) -> None:
     console.print(f"[bold]{ns.experiment}[/bold]: {len(runs)} runs: {counts['skip']} skipped (already done), "
                   f"{counts['resume']} resumed, {counts['start']} started{running}"
                   + (f", {counts['wait']} after the lr-tuning stage" if counts["wait"] else ""))
+    if costs is not None:
+        from ffnbench.sweep.cost import describe
+
+        all_costs, _, cut, tp, gpus = costs
+        for line in describe(ns.experiment, all_costs, tp, gpus, cut, ns.gpu_hours):
+            print(line)
     if ns.dry_run:
         for r in runs:
             console.print(f"  {r.action:<8} {r.run_dir}  {' '.join(r.overrides)}  {r.note}")

@@ -18,6 +18,7 @@ from ffnbench.lr_protocol import check_protocols, lr_protocol, neighbour_lrs
 from ffnbench.placement import planned_device_setup
 from ffnbench.progress import planned_flops
 from ffnbench.rundir import lock_holder, plan_run
+from ffnbench.sweep.arms import Arm, arm_grids
 from ffnbench.sweep.launchers import check_local_gpus, launcher_overrides, trains_on_cpu
 from ffnbench.tokenizer import vocab_size_for
 from ffnbench.tuning import TuningRun, check_tuning, choose_lr, extension, is_tuned, is_tuning, tuning_group, with_lr
@@ -81,6 +82,16 @@ def sweep_config(experiment: str, launcher: str | None, args: list[str]):
     return compose([*base, *(a for a in args if not _is_sweep(a))], return_hydra_config=True)
 
 
+def preset_grids(sweep_cfg) -> list[tuple[dict, Arm | None]]:
+    """The preset's grids, each with the arm it belongs to (None for a grid the preset spells out): its `grids`, then
+    its comparisons crossed with the arms (ffnbench.sweep.arms)."""
+    sweeper = sweep_cfg.hydra.sweeper
+    grids = [(g, None) for g in (OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else [])]
+    node = {k: OmegaConf.to_container(v) if OmegaConf.is_config(v) else v for k, v in sweeper.items()
+            if k in ("compare", "arms", "lr_centres", "tuning_seeds", "judged_seeds")}
+    return grids + [(g.grid, g.arm) for g in arm_grids(node, str(sweep_cfg.model.name))]
+
+
 def plan(experiment: str, launcher: str | None, args: list[str],
          composed_cache: dict | None = None, only_grids: list[int] | None = None) -> tuple[list[PlannedRun], dict]:
     """Every run of the sweep, its directory, and what rerunning it would do. Composes exactly what
@@ -91,7 +102,7 @@ def plan(experiment: str, launcher: str | None, args: list[str],
     launcher_args = launcher_overrides(launcher)
     sweeper = sweep_cfg.hydra.sweeper
     params = OmegaConf.to_container(sweeper.params) if sweeper.get("params") else None
-    grids = OmegaConf.to_container(sweeper.grids) if sweeper.get("grids") else None
+    grids = [g for g, _ in preset_grids(sweep_cfg)] or None
     if only_grids is not None:  # a part of the preset (an arm of a campaign): the same runs, fewer of them
         bad = [i for i in only_grids if not grids or not 0 <= i < len(grids)]
         if bad:

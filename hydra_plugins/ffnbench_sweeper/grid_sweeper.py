@@ -68,17 +68,27 @@ class GridSweeper(BasicSweeper):
     """Hydra's basic sweeper over the union of `grids` (or the one grid `params`)."""
 
     def __init__(self, max_batch_size: int | None = None, params: Mapping | None = None,
-                 grids: Sequence[Mapping] | None = None, jobs_file: str | None = None):
+                 grids: Sequence[Mapping] | None = None, jobs_file: str | None = None,
+                 compare: Sequence[Mapping] | None = None, arms: Mapping | None = None,
+                 lr_centres: Mapping | None = None, tuning_seeds: str | None = None, judged_seeds: str | None = None):
         super().__init__(max_batch_size=max_batch_size, params=dict(params or {}))
         self.grids = [dict(g) for g in grids] if grids else None
         self.jobs_file = jobs_file
+        # a claim experiment's comparisons, crossed with the arms (ffnbench.sweep.arms) when the sweep starts
+        self.arms = {"compare": compare, "arms": arms, "lr_centres": lr_centres, "tuning_seeds": tuning_seeds,
+                     "judged_seeds": judged_seeds}
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
         if self.jobs_file:
             jobs = [list(job) for job in json.loads(Path(self.jobs_file).read_text())]
         else:
-            jobs = expand_grids(self.params, self.grids, arguments, self.hydra_context.config_loader)
+            grids = self.grids
+            if self.arms["compare"]:
+                from ffnbench.sweep.arms import arm_grids
+
+                grids = [*(grids or []), *(g.grid for g in arm_grids(self.arms, str(self.config.model.name)))]
+            jobs = expand_grids(self.params, grids, arguments, self.hydra_context.config_loader)
             tuned = [job for job in jobs if "optim.lr=tuned" in job]
             if tuned:
                 print(f"ffnbench: {len(tuned)} runs take their lr from tuning runs (optim.lr=tuned) and are not "
