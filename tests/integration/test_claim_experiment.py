@@ -7,7 +7,7 @@ from fixtures.sweep.runs import micro_args, run_sweep
 
 # the linear experiment (C13), cut to two variants and two seeds a stage; the micro model's lr centre added
 MICRO_ARMS = ["hydra.sweeper.compare=[{ffn: 'linear,gelu', ffn.budget: 4}]", "hydra.sweeper.tuning_seeds='100,101'",
-              "hydra.sweeper.judged_seeds='0,1'", "+hydra.sweeper.lr_centres.micro=0.004", "lr_protocol.min_seeds=2",
+              "hydra.sweeper.judged_seeds='0,1'", "++hydra.sweeper.lr_centres.micro=0.004", "lr_protocol.min_seeds=2",
               "lr_protocol.bracket_cap=1"]
 
 
