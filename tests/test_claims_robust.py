@@ -86,7 +86,7 @@ def test_the_other_init_agreeing_keeps_the_verdict_and_disagreeing_makes_it_init
     agree = arm("gelu", RELU, 3.05, fan_in) + arm("swiglu", GELU, 2.95, fan_in)
     result, details = c3(gpt2 + agree)
     assert result.scoped.verdict == SUPPORTED and "init-robust" in result.effect
-    assert "init-robust: loss(gelu) − loss(swiglu) under model.init=fan_in" in details
+    assert "init-robust: loss(gelu) − loss(swiglu) at model.init=fan_in" in details
     # under fan_in gelu is better at every lr: the inits disagree
     flipped = arm("gelu", GELU, 2.95, fan_in) + arm("swiglu", RELU, 3.10, fan_in)
     result, details = c3(gpt2 + flipped)

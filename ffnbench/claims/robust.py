@@ -234,6 +234,22 @@ def grid_shape(tuning: tuple) -> tuple[int, int]:
     return len(lrs), min((len({r.seed for r in tuning if r.lr == lr}) for lr in lrs), default=0)
 
 
+def _agreement(out: Robustness, best: Comparison, other: Comparison, rule: Rule, side: Side, what: str,
+               labels: tuple[str, str, str], where: Callable[[Comparison], str]) -> None:
+    """A factor checked by the same decided verdict in another cell (init, size): labels (robust, dependent, what
+    disagrees), the line that shows both cells (`where` names a cell), and the downgrade when they disagree."""
+    robust, dependent, subject = labels
+    mine, theirs = _judged_verdict(best, rule, side), _judged_verdict(other, rule, side)
+    same = mine.verdict == theirs.verdict  # a decided verdict stands only where the other cell decides alike
+    out.labels.append(robust if same else dependent)
+    out.lines.append(f"  - {robust if same else dependent}: {what} at {where(other)} ({other.lr}) = "
+                     f"{fmt_interval((nested(other) or other).diff)} (n = {other.n}): {theirs.verdict}, against "
+                     f"{mine.verdict} at {where(best)}")
+    if not same:
+        out.downgrade(f"inconclusive ({dependent})", f"{subject} disagree ({mine.verdict} at {where(best)}, "
+                                                     f"{theirs.verdict} at {where(other)})")
+
+
 def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side: Side | None = None,
           resample_lr: bool = True) -> Robustness:
     """Every check of the module docstring on the deciding comparison `best`, among all of a claim's comparisons
@@ -291,18 +307,8 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
         unchecked.append("init")
     else:
         out.checked.append("init")
-        mine, theirs = _judged_verdict(best, rule, side), _judged_verdict(other, rule, side)
-        same = mine.verdict == theirs.verdict  # a decided verdict stands only where the other init decides alike
-        out.labels.append(INIT_ROBUST if same else INIT_DEPENDENT)
-        wide_other = nested(other) or other
-        out.lines.append(f"  - {INIT_ROBUST if same else INIT_DEPENDENT}: {what} under model.init="
-                         f"{other.key.factor('model.init')} ({other.lr}) = {fmt_interval(wide_other.diff)}"
-                         f" (n = {other.n}): {theirs.verdict}, against {mine.verdict} under "
-                         f"{best.key.factor('model.init')}")
-        if not same:
-            out.downgrade("inconclusive (init-dependent)", f"the inits disagree ({mine.verdict} under "
-                                                           f"{best.key.factor('model.init')}, {theirs.verdict} under "
-                                                           f"{other.key.factor('model.init')})")
+        _agreement(out, best, other, rule, side, what, (INIT_ROBUST, INIT_DEPENDENT, "the inits"),
+                   lambda c: f"model.init={c.key.factor('model.init')}")
     # length: the 4× interval must give the same decided verdict; the point estimates only name the trend
     base_tokens = best.key.factor("trainer.tokens_per_param")
     tokens = "trainer.tokens_per_param"
@@ -331,17 +337,8 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
     size = _partner(comps, best, ("model.name", "model.d_model"))
     if size is not None:
         out.checked.append("size")
-        mine, theirs = _judged_verdict(best, rule, side), _judged_verdict(size, rule, side)
-        same = mine.verdict == theirs.verdict
-        out.labels.append(SIZE_ROBUST if same else SIZE_DEPENDENT)
-        out.lines.append(f"  - {SIZE_ROBUST if same else SIZE_DEPENDENT}: {what} at d_model "
-                         f"{size.key.factor('model.d_model')} ({size.lr}) = {fmt_interval((nested(size) or size).diff)}"
-                         f" (n = {size.n}): {theirs.verdict}, against {mine.verdict} at d_model "
-                         f"{best.key.factor('model.d_model')}")
-        if not same:
-            out.downgrade("inconclusive (size-dependent)", f"the sizes disagree ({mine.verdict} at d_model "
-                                                           f"{best.key.factor('model.d_model')}, {theirs.verdict} at "
-                                                           f"{size.key.factor('model.d_model')})")
+        _agreement(out, best, size, rule, side, what, (SIZE_ROBUST, SIZE_DEPENDENT, "the sizes"),
+                   lambda c: f"d_model {c.key.factor('model.d_model')}")
     stable = _partner(comps, best, ("model.qk_norm", "optim.z_loss"), lambda c: bool(c.key.factor("model.qk_norm")))
     if stable is not None:
         out.lines.append(f"  - with qk-norm and z-loss {stable.key.factor('optim.z_loss'):g} ({stable.lr}): {what} "
