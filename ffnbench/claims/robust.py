@@ -17,6 +17,7 @@ Each check says whether it could be made: a label that could not be checked for 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -141,6 +142,7 @@ def _partner(comps: list[Comparison], best: Comparison, factors: tuple[str, ...]
     return max(found, key=lambda c: c.n) if found else None
 
 
+@functools.lru_cache(maxsize=1024)  # a Comparison is hashed by identity; check(), the regime and a figure ask alike
 def nested(c: Comparison) -> Comparison | None:
     """`c` with the interval that includes the lr choice (stats.bootstrap.nested_lr_bootstrap, widened to contain
     the judged-only interval), where both sides were judged at a neighbour of their chosen lr too; None otherwise
