@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from fixtures.claims.known_answers import (
     KNOWN_ANSWERS,
+    SEEDS,
     KnownAnswer,
     losses,
     lr_grid,
@@ -418,12 +419,82 @@ def test_c5_reads_relu_in_the_base_setting_and_gelus_none_under_every_init_it_tr
     other = ([make_record("relu", s, 2.9, zero_init=0.5 - 0.001 * s, zero_final=0.9, config=fan_in) for s in range(5)]
              + [make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.1, config=fan_in) for s in range(5)])
     result = verdicts(base + other)["C5"]
-    assert result.verdict.verdict == CONTRADICTED, result.verdict
+    # contradicted where it ran; no run varied lr or the length for the trained parts, so the claim is undecided
+    assert result.scoped.verdict == CONTRADICTED, result.scoped
+    assert result.verdict.verdict == INCONCLUSIVE and "(lr, length unchecked)" in result.verdict.reason
     assert "after training 0.502" in result.effect and "gpt2 init 0; fan_in init 0.1" in result.effect
     parts = dict(result.parts)
-    assert parts["relu about half after training (lr 0.003)"].verdict == SUPPORTED
+    # relu's half is read again under fan_in (0.9 there): the part depends on the init
+    assert parts["relu about half after training (lr 0.003)"].verdict == INCONCLUSIVE
+    assert "init-dependent" in parts["relu about half after training (lr 0.003)"].reason
     assert parts["gelu no hard zeros after training (gpt2 init, lr 0.003)"].verdict == SUPPORTED
     assert parts["gelu no hard zeros after training (fan_in init, lr 0.003)"].verdict == CONTRADICTED
+
+
+CELLS = {"base": {"trainer.tokens_per_param": 6}, "fan_in": {"trainer.tokens_per_param": 6, "model.init": "fan_in"},
+         "long": {"trainer.tokens_per_param": 24}}
+
+
+def _zeros_in_cells(relu_final: dict[str, float], relu_init: float = 0.5) -> list[dict]:
+    """C5 in each cell of `relu_final` (CELLS): relu and gelu tuned over 0.002/0.003/0.004 (0.003 best) on seeds
+    7-9 and judged at 0.003 on seeds 0-2; relu's zero fraction after training is the cell's at every lr."""
+    out = []
+    for cell, final in relu_final.items():
+        for act, zero in (("relu", final), ("gelu", 0.0)):
+            init = (lambda s: relu_init + 0.001 * (s % 3)) if act == "relu" else (lambda s: 0.0)
+            out += [make_record(act, s, loss + 0.001 * s, lr=lr, zero_init=init(s),
+                                zero_final=zero + 0.002 * (s % 3), config={**CELLS[cell], "tuning": True})
+                    for s in (7, 8, 9) for lr, loss in ((2e-3, 3.2), (3e-3, 3.0), (4e-3, 3.1))]
+            out += [make_record(act, s, 3.0, lr=3e-3, zero_init=init(s), zero_final=zero + 0.002 * s,
+                                config=CELLS[cell]) for s in (0, 1, 2)]
+    return out
+
+
+def test_c5_trained_parts_decide_only_where_lr_init_and_length_ran_and_agree():
+    """relu zeroes 0.86 after training: read at the tuning grid's neighbours of its lr, under fan_in and at 4× the
+    tokens, the part is contradicted in every cell, so the claim is; with fan_in at 0.5 the part depends on the
+    init; without the fan_in and 4× cells it is contradicted only where it ran."""
+    everywhere = verdicts(_zeros_in_cells({"base": 0.86, "fan_in": 0.86, "long": 0.86}))["C5"]
+    assert everywhere.verdict.verdict == CONTRADICTED and not everywhere.unchecked, everywhere.verdict
+    details = "\n".join(everywhere.details)
+    assert "lr-robust" in details and "init-robust" in details and "length-robust" in details
+    assert "lr checked on tuning seeds only" in details  # no judged neighbour runs: the tuning seeds' lrs
+
+    init_dependent = verdicts(_zeros_in_cells({"base": 0.86, "fan_in": 0.5, "long": 0.86}))["C5"]
+    part = dict(init_dependent.parts)["relu about half after training (lr 0.003)"]
+    assert part.verdict == INCONCLUSIVE and "init-dependent" in part.reason, part
+    assert init_dependent.verdict.verdict == INCONCLUSIVE
+
+    alone = verdicts(_zeros_in_cells({"base": 0.86}))["C5"]
+    assert alone.scoped.verdict == CONTRADICTED
+    assert alone.verdict.verdict == INCONCLUSIVE and "(init, length unchecked)" in alone.verdict.reason, alone.verdict
+
+
+def test_c5_contradicted_at_init_needs_no_trained_factor():
+    """relu zeroes 0.9 of its units at init (no training: no lr, init convention or length to vary): the claim is
+    contradicted by that part even where the trained parts' factors never ran."""
+    result = verdicts(_zeros_in_cells({"base": 0.5}, relu_init=0.9))["C5"]
+    assert result.verdict.verdict == CONTRADICTED, result.verdict
+    assert dict(result.parts)["relu about half at init (the article's snippet: random weights)"].verdict \
+        == CONTRADICTED
+
+
+def _dead_in_cells(dead: dict[str, float]) -> list[dict]:
+    """C6 in each cell of `dead` (CELLS): relu best at 0.001 (2% dead), its dead fraction at 0.03 the cell's."""
+    return [make_record("relu", s, loss, lr=lr, dead=d + (0.01, -0.01, 0.005)[s], config=CELLS[cell])
+            for cell, at_large in dead.items() for s in SEEDS
+            for lr, loss, d in ((1e-3, 3.1, 0.02), (3e-2, 3.3, at_large))]
+
+
+def test_c6_decides_only_where_init_and_length_ran_and_agree():
+    everywhere = verdicts(_dead_in_cells({"base": 0.5, "fan_in": 0.5, "long": 0.5}))["C6"]
+    assert everywhere.verdict.verdict == SUPPORTED and not everywhere.unchecked, everywhere.verdict
+    assert "init-robust" in "\n".join(everywhere.details)
+    init_dependent = verdicts(_dead_in_cells({"base": 0.5, "fan_in": 0.1, "long": 0.5}))["C6"]
+    assert init_dependent.verdict.verdict == INCONCLUSIVE and "init-dependent" in init_dependent.verdict.reason
+    alone = verdicts(_dead_in_cells({"base": 0.1}))["C6"]
+    assert alone.scoped.verdict == CONTRADICTED
+    assert alone.verdict.verdict == INCONCLUSIVE and "(init, length unchecked)" in alone.verdict.reason
 
 
 def test_c4_stability_counts_only_the_lr_seed_cells_both_activations_ran():

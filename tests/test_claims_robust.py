@@ -153,6 +153,36 @@ def tuning_at(act: str, losses: dict[float, tuple[float, ...]]) -> list[dict]:
             for i, loss in enumerate(per_seed)]
 
 
+def test_c7_reads_the_interval_with_the_lr_choice_in_bits_per_byte():
+    """Without biases, gelu's choice between 0.002 and 0.004 turns on one tuning seed, and judged at 0.004 it costs
+    0.1 nats: at the chosen lrs alone the cost (+0.005 nats, 0.007 bpb) is below C7's 0.015 bpb margin, but the
+    interval with the lr choice in it, in bits per byte, reaches past it: the verdict is not "biases can go"."""
+    from ffnbench.claims.bias import BIAS_MARGIN_BPB
+
+    def tuning(bias: bool, losses: dict[float, tuple[float, ...]]) -> list[dict]:
+        return [make_record("gelu", 7 + i, loss, lr=lr, bias=bias, config={"tuning": True})
+                for lr, per_seed in losses.items() for i, loss in enumerate(per_seed)]
+
+    def judged(bias: bool, lr: float, loss: float) -> list[dict]:
+        return judged_at("gelu", lr, loss, {"ffn.bias": bias})
+
+    records = (tuning(True, {0.001: (3.2,) * 5, 0.002: (3.0,) * 5, 0.004: (3.1,) * 5})
+               + tuning(False, {0.001: (3.2,) * 5, 0.002: (3.000, 3.000, 3.000, 3.1, 3.1),
+                                0.004: (2.9, 2.9, 3.001, 3.001, 3.001), 0.008: (3.3,) * 5})
+               + judged(True, 0.002, 3.00) + judged(True, 0.001, 3.2) + judged(True, 0.004, 3.1)
+               + judged(False, 0.002, 3.005) + judged(False, 0.001, 3.2) + judged(False, 0.004, 3.10))
+    result = {r.claim.id: r for r in evaluate(mark_neighbours([Run.from_record(r) for r in records]),
+                                              bench_files=[])}["C7"]
+    details = "\n".join(result.details)
+    line = next(x for x in details.splitlines() if "interval with the lr choice" in x)
+    assert "in bpb" in line and " bpb, 95% CI" in line, line
+    import re
+    low, high = map(float, re.search(r"bpb, 95% CI \[([-+.\d]+), ([-+.\d]+)\]", line).groups())
+    assert low < BIAS_MARGIN_BPB < high, line  # judged-only, the cost sits below the margin
+    assert "bpb(no bias) − bpb(bias) = +0.007" in result.effect and "nested bootstrap" in result.effect
+    assert result.scoped.verdict == INCONCLUSIVE, result.scoped
+
+
 def test_the_interval_with_the_lr_choice_is_wider_where_one_tuning_seed_flips_the_choice():
     """gelu's choice between 0.002 and 0.004 turns on one tuning seed (medians 3.000 vs 3.001), and gelu judged at
     0.004 is 0.1 worse: the nested bootstrap, which chooses again on resampled tuning seeds, widens the interval

@@ -55,9 +55,16 @@ def window_bpb(r: Run) -> np.ndarray | None:
     return windows * (r.bpb / r.loss)
 
 
+# the nested interval (claims.robust.nested) in bits per byte: a run's windows scale by final_val_bpb / final_val_loss
+BPB = robust.Unit("bpb", lambda r: r.bpb / r.loss if r.bpb is not None and r.loss else math.nan)
+
+
 def bpb_cost(c: Comparison) -> tuple[Paired, str]:
-    """bpb(no bias) − bpb(bias) over the seeds where both finished, and the noise model of its interval
+    """bpb(no bias) − bpb(bias) and the noise model of its interval: the interval with the lr choice in it where the
+    comparison carries one (claims.robust.nested, in BPB), else over the seeds where both finished
     (pairing.paired_difference, in bits per byte)."""
+    if c.interval is not None:
+        return c.interval
     return paired_difference(c.a_runs, c.b_runs, lambda r: r.bpb, window_bpb)
 
 
@@ -68,9 +75,8 @@ def c7(obs: Observations) -> Evidence:
     for act in sorted({c.key.act for c in comps}):
         mine = [c for c in comps if c.key.act == act]
         best = primary(mine, obs.base_setting)
-        cost, noise = bpb_cost(best)
-        checked = robust.check(best, mine, _rule, f"{act}: loss(no bias) − loss(bias)", _margin_side(best),
-                               resample_lr=False)
+        checked = robust.check(best, mine, _rule, f"{act}: loss(no bias) − loss(bias)", _margin_side(best), BPB)
+        cost, noise = bpb_cost(checked.deciding or best)
         ev.parts.append((f"{act}: dropping biases costs < {BIAS_MARGIN_BPB:g} bpb", checked.verdict))
         ev.add_unchecked(checked.missing)
         ev.n = min_n(ev.n, best.n)

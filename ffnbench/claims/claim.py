@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ffnbench.claims.runs import Run, Setting, is_reference
 from ffnbench.stats.multiplicity import combine, holm
-from ffnbench.stats.verdicts import INCONCLUSIVE, ONE_SEED, Verdict
+from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, ONE_SEED, Verdict
 
 KINDS = ("analytic", "trained", "benchmark")
 
@@ -70,8 +70,30 @@ class Evidence:
     # parts are the reading where the runs ran; the claim is decided only where every factor ran and agrees
     unchecked: list[str] = field(default_factory=list)
 
+    # a part's own unchecked factors (parts read in one cell: C5, C6): they undecide the claim unless another part
+    # decides it without them (a contradicted part whose factors all ran, or one that needs none: at init)
+    part_missing: dict[str, list[str]] = field(default_factory=dict)
+
     def add_unchecked(self, factors) -> None:
         self.unchecked += [f for f in factors if f not in self.unchecked]
+
+    def add_part(self, label: str, verdict: Verdict, missing=()) -> None:
+        """A part of the conjunction; `missing`: the factors no run varied for it (claims.robust.cell_check)."""
+        self.parts.append((label, verdict))
+        if missing:
+            self.part_missing[label] = list(missing)
+
+    def all_unchecked(self) -> list[str]:
+        """The factors that keep the conjunction from being decided: the deciding comparisons' (`unchecked`) and
+        those of every decided part, unless a part is contradicted (after Holm) with none of its own."""
+        out = list(self.unchecked)
+        corrected = holm(self.parts)
+        if any(v.verdict == CONTRADICTED and label not in self.part_missing for label, v in corrected):
+            return out
+        for label, v in corrected:
+            if v.verdict != INCONCLUSIVE:
+                out += [f for f in self.part_missing.get(label, ()) if f not in out]
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,10 +173,10 @@ def evaluate_claim(claim: Claim, obs: Observations) -> ClaimResult:
     if claim.kind == "trained" and (ev.n or 0) < 2 and verdict.verdict != INCONCLUSIVE:
         verdict = Verdict(INCONCLUSIVE, f"{ONE_SEED} (would be {verdict.verdict}: {verdict.reason})")
     scoped = verdict
+    unchecked = ev.all_unchecked()
     if claim.kind == "trained":
-        verdict = unchecked_verdict(verdict, ev.unchecked)
-    return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details, tuple(holm(ev.parts)), scoped,
-                       tuple(ev.unchecked))
+        verdict = unchecked_verdict(verdict, unchecked)
+    return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details, tuple(holm(ev.parts)), scoped, tuple(unchecked))
 
 
 def min_n(*ns: int | None) -> int | None:

@@ -42,7 +42,13 @@ SHARED_RULES = {
         "labelled early-training. size: where the sweep ran the comparison at a second d_model, the same decided "
         "verdict, else inconclusive (size-dependent). Labels: optimum not bracketed (a chosen lr at its grid's edge), "
         "plateau-edge (the next lr above a chosen one plateaus on some tuning seed), reduced grid (fewer than 7 lrs "
-        "× 3 tuning seeds); the qk-norm/z-loss arm is shown"),
+        "× 3 tuning seeds); the qk-norm/z-loss arm is shown. A rule in another unit reads its nested interval in "
+        "that unit (C7: bits per byte). A part read off one setting rather than a paired difference (C5 after "
+        "training, C6) is read again at the chosen lr's neighbours (the judged neighbour runs, else the tuning runs "
+        "at the grid's adjacent lrs), under the other model.init, at 4× the tokens and at a second size, each at its "
+        "own tuned lr, and must give the same verdict in each (else inconclusive (lr-, init-, size-dependent or "
+        "early-training)); a factor it did not vary itself and no run varied is unchecked; a reading at init "
+        "trains nothing and needs none"),
     "Holm": "a part's decision stands only if it survives Holm's step-down procedure over the claim's parts "
             "(family α = 0.05)",
 }
@@ -124,7 +130,8 @@ CLAIMS: tuple[Claim, ...] = (
              f"95% CI lies within [{HALF_BAND[0]:g}, {HALF_BAND[1]:g}], contradicted if it lies wholly outside "
              f"[{HALF_OUTER[0]:g}, {HALF_OUTER[1]:g}]; and gelu has no hard zeros: supported if every seed's zero "
              f"fraction is ≤ {GELU_ZERO_TOL:g}, contradicted if every seed's is above it, inconclusive if they "
-             f"disagree; {_HOLM}",
+             f"disagree; gelu after training is a part per init it trained under; {_HOLM}; after training, "
+             f"{_ROBUST}",
         why="A symmetric pre-activation is negative half the time, and max(0, x) maps every negative to exactly 0, "
             "which is why ReLU is at 0.5 at init by construction; what a reader takes from the claim is the trained "
             "network, where training moves the pre-activations. x·Φ(x) is 0 only at x = 0 in exact arithmetic, but "
@@ -142,7 +149,8 @@ CLAIMS: tuple[Claim, ...] = (
              f"95% interval; the lrs that count are those above relu's tuned lr at which every seed finished (where "
              f"some diverged, the survivors are a selected sample: shown, not judged); supported if at some counted lr "
              f"the CI is ≥ {DEAD_REPORTED:g} (Holm over the counted lrs), contradicted if at every counted lr it lies "
-             f"below {DEAD_REPORTED:g}, inconclusive otherwise (and with no counted lr, or one seed); needs ≥ 2 lrs",
+             f"below {DEAD_REPORTED:g}, inconclusive otherwise (and with no counted lr, or one seed); needs ≥ 2 lrs; "
+             f"{_ROBUST} (its lr grid is its lr check)",
         why="A large update can push a unit's pre-activation below 0 for every input, after which it gets no "
             "gradient; if that is common at large lrs, the dead fraction should reach the reported 40%.",
         evaluate=c6,
@@ -158,7 +166,8 @@ CLAIMS: tuple[Claim, ...] = (
              f"{BIAS_MARGIN_BPB:g} bpb (0.01 nats/token at the byte tokenizer, rounded up, and above the 0.013 bpb "
              f"cross-machine spread), contradicted if its lower bound is above it, inconclusive otherwise; the "
              f"interval is a hierarchical bootstrap over seeds and validation windows where the runs recorded "
-             f"per-window losses, else the t interval over seeds (said so); every activation must hold; {_HOLM}; "
+             f"per-window losses, else the t interval over seeds (said so), and the nested one in bpb where neighbour "
+             f"runs exist; every activation must hold; {_HOLM}; "
              f"{_DECIDES}; {_DIVERGED}; {_ROBUST}; tokens/s shown with and without",
         why="If biases matter, removing them costs loss; a cost reliably below a practical margin means they can "
             "go.",

@@ -31,7 +31,7 @@ from ffnbench.claims.pairing import (
     window_losses,
     without_factor,
 )
-from ffnbench.claims.runs import outcomes_by_seed, run_by_seed
+from ffnbench.claims.runs import Run, outcomes_by_seed, run_by_seed
 from ffnbench.lr_protocol import ROBUST_MIN_LRS, ROBUST_MIN_SEEDS, bracketing
 from ffnbench.stats.bootstrap import hull, nested_lr_bootstrap
 from ffnbench.stats.intervals import Paired
@@ -50,6 +50,18 @@ LONGER = 4  # the length arm: this many times the deciding comparison's tokens p
 DECIDED = (SUPPORTED, CONTRADICTED)
 
 Rule = Callable[[Comparison], Verdict]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """The unit a rule reads its difference in, from a run's nats per token: `per_nat(run)` times its loss (C7's
+    bits per byte: each run's final_val_bpb / final_val_loss). The nested interval is built in it."""
+
+    name: str
+    per_nat: Callable[[Run], float]
+
+
+NATS = Unit("nats", lambda r: 1.0)
 
 
 @dataclass
@@ -143,11 +155,11 @@ def _partner(comps: list[Comparison], best: Comparison, factors: tuple[str, ...]
 
 
 @functools.lru_cache(maxsize=1024)  # a Comparison is hashed by identity; check(), the regime and a figure ask alike
-def nested(c: Comparison) -> Comparison | None:
+def nested(c: Comparison, unit: Unit = NATS) -> Comparison | None:
     """`c` with the interval that includes the lr choice (stats.bootstrap.nested_lr_bootstrap, widened to contain
-    the judged-only interval), where both sides were judged at a neighbour of their chosen lr too; None otherwise
-    (records without neighbour runs: the verdict keeps the judged seeds' interval, and the lr check falls back to
-    the tuning seeds)."""
+    the judged-only interval), in `unit`, where both sides were judged at a neighbour of their chosen lr too; None
+    otherwise (records without neighbour runs: the verdict keeps the judged seeds' interval, and the lr check falls
+    back to the tuning seeds). The lr is chosen again on the tuning runs' losses in nats, as the protocol chose it."""
     if not c.best_lr or c.protocol != FRESH_SEEDS or not c.a_neighbours or not c.b_neighbours:
         return None
     if c.diff.mean is None:
@@ -165,7 +177,7 @@ def nested(c: Comparison) -> Comparison | None:
         for lr in sorted({r.lr for r in runs}):
             for s, r in run_by_seed(x for x in runs if x.lr == lr).items():
                 w = window_losses(r)
-                out.setdefault(lr, {})[s] = list(w) if w is not None else [r.loss]
+                out.setdefault(lr, {})[s] = list(w * unit.per_nat(r)) if w is not None else [r.loss * unit.per_nat(r)]
         return out
 
     chosen = (c.a_runs[0].lr, c.b_runs[0].lr)
@@ -173,7 +185,17 @@ def nested(c: Comparison) -> Comparison | None:
                                  judged((*c.b_runs, *c.b_neighbours)), chosen)
     if paired is None:
         return None
-    return dataclasses.replace(c, interval=(hull(paired, c.diff), NESTED))
+    return dataclasses.replace(c, interval=(hull(paired, judged_only(c, unit)),
+                                            NESTED + ("" if unit is NATS else f", in {unit.name}")))
+
+
+def judged_only(c: Comparison, unit: Unit = NATS) -> Paired:
+    """b − a on the judged seeds at the chosen lrs alone, in `unit` (Comparison.diff where it has no interval of
+    its own)."""
+    if unit is NATS:
+        return paired_difference(c.a_runs, c.b_runs)[0]
+    return paired_difference(c.a_runs, c.b_runs, lambda r: None if r.loss is None else r.loss * unit.per_nat(r),
+                             lambda r: None if (w := window_losses(r)) is None else w * unit.per_nat(r))[0]
 
 
 def judged_lrs(c: Comparison) -> tuple[list[float], list[float]]:
@@ -207,10 +229,10 @@ def _lr_label(c: Comparison, side: Side) -> tuple[str | None, list[str]]:
     return lr_check(c, side)
 
 
-def _judged_verdict(c: Comparison, rule: Rule, side: Side) -> Verdict:
+def _judged_verdict(c: Comparison, rule: Rule, side: Side, unit: Unit = NATS) -> Verdict:
     """A comparison's verdict with its own lr check and, where it has neighbour runs, its nested interval: what the
     init, length and size checks compare across their cells."""
-    v = rule(nested(c) or c)
+    v = rule(nested(c, unit) or c)
     label, _ = _lr_label(c, side)
     if label == LR_DEPENDENT and v.verdict in DECIDED:
         return Verdict(INCONCLUSIVE, f"{LR_DEPENDENT} (would be {v.verdict})")
@@ -237,34 +259,41 @@ def grid_shape(tuning: tuple) -> tuple[int, int]:
 
 
 def _agreement(out: Robustness, best: Comparison, other: Comparison, rule: Rule, side: Side, what: str,
-               labels: tuple[str, str, str], where: Callable[[Comparison], str]) -> None:
+               labels: tuple[str, str, str], where: Callable[[Comparison], str], unit: Unit = NATS) -> None:
     """A factor checked by the same decided verdict in another cell (init, size): labels (robust, dependent, what
     disagrees), the line that shows both cells (`where` names a cell), and the downgrade when they disagree."""
     robust, dependent, subject = labels
-    mine, theirs = _judged_verdict(best, rule, side), _judged_verdict(other, rule, side)
+    mine, theirs = _judged_verdict(best, rule, side, unit), _judged_verdict(other, rule, side, unit)
     same = mine.verdict == theirs.verdict  # a decided verdict stands only where the other cell decides alike
     out.labels.append(robust if same else dependent)
     out.lines.append(f"  - {robust if same else dependent}: {what} at {where(other)} ({other.lr}) = "
-                     f"{fmt_interval((nested(other) or other).diff)} (n = {other.n}): {theirs.verdict}, against "
+                     f"{_shown(other, unit)} (n = {other.n}): {theirs.verdict}, against "
                      f"{mine.verdict} at {where(best)}")
     if not same:
         out.downgrade(f"inconclusive ({dependent})", f"{subject} disagree ({mine.verdict} at {where(best)}, "
                                                      f"{theirs.verdict} at {where(other)})")
 
 
+def _shown(c: Comparison, unit: Unit) -> str:
+    """The interval a cell's verdict reads, in the rule's unit: the nested one where the cell has one."""
+    wide = nested(c, unit)
+    return fmt_interval(wide.diff, unit=unit.name) if wide is not None else fmt_interval(c.diff)
+
+
 def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side: Side | None = None,
-          resample_lr: bool = True) -> Robustness:
+          unit: Unit = NATS) -> Robustness:
     """Every check of the module docstring on the deciding comparison `best`, among all of a claim's comparisons
     `comps` (the other settings it ran in); `rule` gives a comparison's verdict, and `side` which side of its
     threshold a difference falls on (the sign for "better" rules; C7's margin for its non-inferiority), which the lr
-    and length checks compare. `resample_lr`: the verdict reads the nested interval where neighbour runs exist (C7,
-    whose rule reads bits per byte, keeps its judged-seed interval)."""
+    and length checks compare. The verdict reads the nested interval, in `unit` (C7: bits per byte), where neighbour
+    runs exist: a rule reads a comparison's `interval` when it has one."""
     side = side or _sign
-    wide = nested(best) if resample_lr else None
+    wide = nested(best, unit)
     out = Robustness(rule(wide or best), deciding=wide or best)
     if wide is not None:
-        out.lines.append(f"  - interval with the lr choice ({NESTED}): {fmt_interval(wide.diff)}, against "
-                         f"{fmt_interval(best.diff)} on the judged seeds at the chosen lrs alone")
+        shown, alone = fmt_interval(wide.diff, unit=unit.name), fmt_interval(judged_only(best, unit), unit=unit.name)
+        out.lines.append(f"  - interval with the lr choice ({wide.interval[1]}): {shown}, against {alone} on the "
+                         "judged seeds at the chosen lrs alone")
     # lr
     label, lines = _lr_label(best, side)
     out.lines += lines
@@ -310,7 +339,7 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
     else:
         out.checked.append("init")
         _agreement(out, best, other, rule, side, what, (INIT_ROBUST, INIT_DEPENDENT, "the inits"),
-                   lambda c: f"model.init={c.key.factor('model.init')}")
+                   lambda c: f"model.init={c.key.factor('model.init')}", unit)
     # length: the 4× interval must give the same decided verdict; the point estimates only name the trend
     base_tokens = best.key.factor("trainer.tokens_per_param")
     tokens = "trainer.tokens_per_param"
@@ -322,14 +351,14 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
     else:
         out.checked.append("training length")
         d1, d4 = best.diff.mean, longer.diff.mean
-        mine, theirs = _judged_verdict(best, rule, side), _judged_verdict(longer, rule, side)
+        mine, theirs = _judged_verdict(best, rule, side, unit), _judged_verdict(longer, rule, side, unit)
         flipped = side(d1) != side(d4)
         shrunk = abs(d4) < abs(d1) / 2
         label = EARLY if flipped or shrunk else LENGTH_ROBUST
         out.labels.append(label)
         how = "changes side" if flipped else ("shrinks by more than half" if shrunk else "holds")
         out.lines.append(f"  - {label}: {what} at {base_tokens * LONGER:g} tokens/param ({longer.lr}) = "
-                         f"{fmt_interval((nested(longer) or longer).diff)} (n = {longer.n}): {theirs.verdict}, "
+                         f"{_shown(longer, unit)} (n = {longer.n}): {theirs.verdict}, "
                          f"against {d1:+.3f} ({mine.verdict}) at {base_tokens:g}: the effect {how}")
         if mine.verdict != theirs.verdict:
             out.downgrade("inconclusive (early-training)", f"at {base_tokens * LONGER:g} tokens per parameter the "
@@ -340,7 +369,7 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
     if size is not None:
         out.checked.append("size")
         _agreement(out, best, size, rule, side, what, (SIZE_ROBUST, SIZE_DEPENDENT, "the sizes"),
-                   lambda c: f"d_model {c.key.factor('model.d_model')}")
+                   lambda c: f"d_model {c.key.factor('model.d_model')}", unit)
     stable = _partner(comps, best, ("model.qk_norm", "optim.z_loss"), lambda c: bool(c.key.factor("model.qk_norm")))
     if stable is not None:
         out.lines.append(f"  - with qk-norm and z-loss {stable.key.factor('optim.z_loss'):g} ({stable.lr}): {what} "
@@ -351,6 +380,44 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
     if unchecked:
         out.missing = unchecked
         out.labels.append(f"{', '.join(unchecked)} unchecked")
+    return out
+
+
+# A part read off one setting (a fraction, not a paired difference: C5, C6) is checked by reading it again in the
+# cells that vary one factor; lr, init and length must have run (unchecked otherwise), size is checked where it ran.
+CELL_FACTORS = {"lr": (LR_ROBUST, LR_DEPENDENT), "init": (INIT_ROBUST, INIT_DEPENDENT),
+                "length": (LENGTH_ROBUST, EARLY), "size": (SIZE_ROBUST, SIZE_DEPENDENT)}
+REQUIRED_FACTORS = ("lr", "init", "length")
+
+
+def cell_check(verdict: Verdict, where: str, cells: dict[str, list[tuple[str, Verdict]]],
+               inherent: tuple[str, ...] = ()) -> Robustness:
+    """A part's verdict in its deciding cell (`where`), checked against the same part read in the cells that vary
+    one factor (`cells`: factor → [(the cell in words, its verdict)]), as the init and size checks of `check` do:
+    a decided verdict stands only where every other cell gives the same verdict; otherwise it becomes inconclusive
+    (X-dependent). A factor of REQUIRED_FACTORS with no cell is unchecked (Robustness.missing), unless the part
+    varies it itself (`inherent`: C6 reads every lr, C5's GELU part is one part per init)."""
+    out = Robustness(verdict)
+    for factor, (robust, dependent) in CELL_FACTORS.items():
+        others = cells.get(factor) or []
+        if factor in inherent:
+            out.checked.append(factor)
+            continue
+        if not others:
+            if factor in REQUIRED_FACTORS:
+                out.unchecked.append(f"{factor} (no runs vary it)")
+                out.missing.append(factor)
+            continue
+        out.checked.append(factor)
+        differ = [(w, v) for w, v in others if v.verdict != verdict.verdict]
+        out.labels.append(dependent if differ else robust)
+        out.lines.append(f"  - {dependent if differ else robust}: {verdict.verdict} at {where}; "
+                         + "; ".join(f"{v.verdict} at {w} ({v.reason})" for w, v in others))
+        if differ:
+            out.downgrade(f"inconclusive ({dependent})", "; ".join(f"{v.verdict} at {w}" for w, v in differ)
+                          + f", {verdict.verdict} at {where}")
+    if out.missing:
+        out.labels.append(f"{', '.join(out.missing)} unchecked")
     return out
 
 

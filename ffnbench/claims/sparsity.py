@@ -9,11 +9,13 @@ intervals inside [0, 1] (stats.intervals.summarize_fraction)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Callable, Iterable
 
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.pairing import PairKey, matched_key
+from ffnbench.claims.robust import LONGER, LR_TUNING_ONLY, Robustness, cell_check
 from ffnbench.claims.runs import Run, Setting, describe_setting, group_by, is_reference, per_seed_mean, stat_of
 from ffnbench.lr_protocol import best_lr, chosen_lrs, tuning_key
 from ffnbench.stats.intervals import Summary, summarize_fraction
@@ -77,6 +79,58 @@ def trained_runs(runs: list[Run], act: str, tuning: Iterable[Run] = (), base: Se
     return key, lr, [r for r in groups[key] if r.lr == lr]
 
 
+def other_cells(key: PairKey, keys: Iterable[PairKey]) -> dict[str, list[PairKey]]:
+    """The settings among `keys` that vary one factor of `key`'s (the rest, budget and bias held): another
+    model.init, LONGER× the tokens per parameter, another size (model.name / d_model)."""
+    factors = {"init": ("model.init",), "length": ("trainer.tokens_per_param",),
+               "size": ("model.name", "model.d_model")}
+    mine = dict(key.setting)
+    out: dict[str, list[PairKey]] = {f: [] for f in factors}
+    for k in keys:
+        if k == key or dataclasses.replace(k, setting=()) != dataclasses.replace(key, setting=()):
+            continue
+        theirs = dict(k.setting)
+        for factor, names in factors.items():
+            if any(theirs.get(n) != mine.get(n) for n in names) and \
+                    all(theirs.get(n) == v for n, v in mine.items() if n not in names) and set(theirs) == set(mine):
+                if factor == "length" and (mine.get(names[0]) is None
+                                           or theirs.get(names[0]) != mine[names[0]] * LONGER):
+                    continue
+                out[factor].append(k)
+    return out
+
+
+Read = Callable[[list[Run]], Verdict]  # the part's verdict from the runs of one cell at its lr
+
+
+def part_robustness(obs: Observations, act: str, key: PairKey, lr: float, verdict: Verdict, read: Read,
+                    inherent: tuple[str, ...] = ()) -> Robustness:
+    """A part read off `act`'s runs in `key`'s setting at `lr`, read again (`read`) where one factor varies: at the
+    chosen lr's neighbours (the judged neighbour runs; lacking them, the tuning runs at the grid's adjacent lrs),
+    under the other init, at LONGER× the tokens, at another size, each at the lr its own tuning runs chose
+    (claims.robust.cell_check decides what agrees)."""
+    cells: dict[str, list[tuple[str, Verdict]]] = {}
+    near = [r for r in obs.neighbours if r.act == act and matched_key(r) == key]
+    if near:
+        cells["lr"] = [(f"lr {x:g} (judged seeds)", read([r for r in near if r.lr == x]))
+                       for x in sorted({r.lr for r in near})]
+    else:
+        tuning = [r for r in obs.tuning if r.act == act and matched_key(r) == key]
+        grid = sorted({r.lr for r in tuning})
+        if lr in grid:
+            i = grid.index(lr)
+            cells["lr"] = [(f"lr {x:g} ({LR_TUNING_ONLY})", read([r for r in tuning if r.lr == x]))
+                           for x in grid[max(i - 1, 0):i + 2] if x != lr]
+    keys = {matched_key(r) for r in obs.runs if r.act == act} - {None}
+    for factor, others in other_cells(key, keys).items():
+        for k in others:
+            runs = [r for r in obs.runs if matched_key(r) == k]
+            _, at, chosen = trained_runs(runs, act, [r for r in obs.tuning if matched_key(r) == k], k.setting)
+            if chosen:
+                cells.setdefault(factor, []).append((f"{describe_setting(k.setting)}, lr {at:g}", read(chosen)))
+    return cell_check(verdict, f"{describe_setting(key.setting)}, lr {lr:g}", cells, inherent)
+
+
 def c5(obs: Observations) -> Evidence:
     ev = Evidence()
     at_init, after = stat_of("init", "zero_frac"), stat_of("final", "zero_frac")
@@ -89,17 +143,26 @@ def c5(obs: Observations) -> Evidence:
     init_relu, init_gelu = (per_seed_mean([r for r in measured if r.act == a and r.factor("model.init") == base_init],
                                           at_init) or per_seed_mean([r for r in measured if r.act == a], at_init)
                             for a in ("relu", "gelu"))
-    _, relu_lr, relu_runs = trained_runs(list(obs.runs), "relu", obs.tuning, obs.base_setting)
+    relu_key, relu_lr, relu_runs = trained_runs(list(obs.runs), "relu", obs.tuning, obs.base_setting)
     final_relu = per_seed_mean(relu_runs, after)
     init_s, init_v = relu_half(init_relu)
     final_s, final_v = relu_half(final_relu)
-    ev.parts += [("relu about half at init (the article's snippet: random weights)", init_v),
-                 ("gelu no hard zeros at init", gelu_none(init_gelu)),
-                 (f"relu about half after training (lr {relu_lr:g})" if relu_lr is not None else
-                  "relu about half after training", final_v)]
+    # at init nothing was trained: no lr, init convention or length to check; after training, each part is read
+    # again where one factor varies (part_robustness) and decides only where every factor ran and agrees
+    ev.add_part("relu about half at init (the article's snippet: random weights)", init_v)
+    ev.add_part("gelu no hard zeros at init", gelu_none(init_gelu))
+    checks: list[tuple[str, Robustness]] = []
+    if relu_key is not None:
+        checked = part_robustness(obs, "relu", relu_key, relu_lr, final_v,
+                                  lambda runs: relu_half(per_seed_mean(runs, after))[1])
+        ev.add_part(f"relu about half after training (lr {relu_lr:g})", checked.verdict, checked.missing)
+        checks.append(("relu after training", checked))
+    else:
+        ev.add_part("relu about half after training", final_v)
     gelu_max, judged_lr = [], {"relu": relu_lr}
-    for init in sorted({r.factor("model.init") for r in obs.runs if r.act == "gelu"}, key=lambda i: (i != base_init,
-                                                                                                     str(i))):
+    inits = sorted({r.factor("model.init") for r in obs.runs if r.act == "gelu"},
+                   key=lambda i: (i != base_init, str(i)))
+    for init in inits:
         runs = [r for r in obs.runs if r.factor("model.init") == init]
         tuning = [r for r in obs.tuning if r.factor("model.init") == init]
         key, lr, gelu_runs = trained_runs(runs, "gelu", tuning, obs.base_setting if init == base_init else None)
@@ -108,7 +171,12 @@ def c5(obs: Observations) -> Evidence:
         values = per_seed_mean(gelu_runs, after)
         if init == base_init:
             judged_lr["gelu"] = lr
-        ev.parts.append((f"gelu no hard zeros after training ({init} init, lr {lr:g})", gelu_none(values)))
+        # one part per init: the init is checked by the parts themselves where gelu trained under two or more
+        checked = part_robustness(obs, "gelu", key, lr, gelu_none(values),
+                                  lambda runs: gelu_none(per_seed_mean(runs, after)),
+                                  inherent=("init",) if len(inits) > 1 else ())
+        ev.add_part(f"gelu no hard zeros after training ({init} init, lr {lr:g})", checked.verdict, checked.missing)
+        checks.append((f"gelu after training, {init} init", checked))
         gelu_max.append(f"{init} init {max(values.values()):.3g}" if values else f"{init} init n/a")
     ev.n = min_n(*(len(v) or None for v in (init_relu, final_relu)))
     ev.effect = (f"relu zero fraction at init {fmt_interval(init_s, unit='', signed=False)}; after training "
@@ -120,7 +188,8 @@ def c5(obs: Observations) -> Evidence:
                       "the lr its tuning runs chose (tuning seeds, never judged)" if obs.tuning else
                       "its best lr (lowest mean final loss), chosen on the same seeds") +
                   " — the zero fraction plays no part in the choice",
-                  f"- decided parts: {'; '.join(decided) or 'none'}"]
+                  f"- decided parts: {'; '.join(decided) or 'none'}",
+                  *(line for what, c in checks for line in (f"- {what}: {c.summary()}", *c.lines))]
     return ev
 
 
@@ -159,7 +228,8 @@ def c6(obs: Observations) -> Evidence:
     ones: above the lr relu was tuned to (the one it would be trained at), where every seed finished (where some
     diverged, the survivors are a selected sample: shown, not judged). Supported if at some counted lr the dead
     fraction's 95% CI lies at or above 40% (Holm over the counted lrs), contradicted if at every counted lr it lies
-    below, inconclusive otherwise."""
+    below, inconclusive otherwise. The part reads every lr itself; it is read again under the other init, at
+    LONGER× the tokens and at another size where relu ran a grid there (claims.robust.cell_check)."""
     ev = Evidence()
     relu = [r for r in obs.with_tuning if r.act == "relu" and matched_key(r) is not None]
     if not relu:
@@ -167,14 +237,29 @@ def c6(obs: Observations) -> Evidence:
     groups = group_by(relu, matched_key)
     key = min(groups, key=lambda k: (not is_reference(k.setting), k.setting != obs.base_setting,
                                      -len({r.lr for r in groups[k]}), repr(k)))
-    runs = groups[key]
-    lrs = sorted({r.lr for r in runs})
     ev.details = _sparsity_table(obs, key)
-    ev.n = len({r.seed for r in runs})
     label = "dead relu units at large lrs"
-    if len(lrs) < 2:
-        ev.parts.append((label, Verdict(INCONCLUSIVE, "needs ≥ 2 learning rates: run `make sweep EXP=sparsity`")))
+    v, ev.n, ev.effect, table = large_lr_dead(groups[key])
+    ev.details += table
+    if v.verdict == INCONCLUSIVE:  # nothing to check: undecided where it ran
+        ev.parts.append((label, v))
         return ev
+    cells = {factor: [(describe_setting(k.setting), large_lr_dead(groups[k])[0]) for k in others]
+             for factor, others in other_cells(key, groups).items()}
+    checked = cell_check(v, describe_setting(key.setting), cells, inherent=("lr",))
+    ev.add_part(label, checked.verdict, checked.missing)
+    ev.details += ["", "- lr protocol: relu's tuned lr decides which lrs count; the dead fraction plays no part in it",
+                   f"- {checked.summary()}", *checked.lines]
+    return ev
+
+
+def large_lr_dead(runs: list[Run]) -> tuple[Verdict, int, str, list[str]]:
+    """C6's rule over one setting's relu runs (tuning and judged): its verdict, the seeds behind it, the effect, and
+    the table of every lr's dead fraction."""
+    lrs = sorted({r.lr for r in runs})
+    n = len({r.seed for r in runs})
+    if len(lrs) < 2:
+        return Verdict(INCONCLUSIVE, "needs ≥ 2 learning rates: run `make sweep EXP=sparsity`"), n, "", []
     tuning = [r for r in runs if r.role == "tuning"]
     try:
         tuned = best_lr(tuning) if tuning else best_lr(runs)
@@ -185,10 +270,10 @@ def c6(obs: Observations) -> Evidence:
     counted = [lr for lr in lrs if tuned is not None and lr > tuned and lr in whole]
     per_lr = {lr: summarize_fraction(per_seed_mean([r for r in runs if r.lr == lr], dead).values()) for lr in lrs}
     tests = holm([(f"lr {lr:g}", verdict_at_least(per_lr[lr], DEAD_REPORTED)) for lr in counted])
-    ev.details += ["", f"Dead fraction per lr (relu tuned to {'n/a' if tuned is None else f'{tuned:g}'}; counted: the "
-                       f"larger lrs where every seed finished):", "",
-                   "| lr | seeds | dead fraction, 95% CI | per layer (mean over seeds) | counted "
-                   "| verdict (≥ 0.4, Holm over the counted lrs) |", "|---|---|---|---|---|---|"]
+    table = ["", f"Dead fraction per lr (relu tuned to {'n/a' if tuned is None else f'{tuned:g}'}; counted: the "
+                 f"larger lrs where every seed finished):", "",
+             "| lr | seeds | dead fraction, 95% CI | per layer (mean over seeds) | counted "
+             "| verdict (≥ 0.4, Holm over the counted lrs) |", "|---|---|---|---|---|---|"]
     verdict_of = dict(tests)
     for lr in lrs:
         why = ("counted" if lr in counted else "at or below the tuned lr" if tuned is not None and lr <= tuned
@@ -196,18 +281,15 @@ def c6(obs: Observations) -> Evidence:
         v = verdict_of.get(f"lr {lr:g}")
         layers = per_layer_dead(r for r in runs if r.lr == lr and r.usable)
         shown = ", ".join(f"{x:.2f}" for x in layers) if layers else "–"
-        ev.details.append(f"| {lr:g} | {per_lr[lr].n} | {fmt_interval(per_lr[lr], unit='', signed=False)} | {shown} "
-                          f"| {why} | {v.verdict + ': ' + v.reason if v else '–'} |")
+        table.append(f"| {lr:g} | {per_lr[lr].n} | {fmt_interval(per_lr[lr], unit='', signed=False)} | {shown} "
+                     f"| {why} | {v.verdict + ': ' + v.reason if v else '–'} |")
     if not counted:
-        ev.parts.append((label, Verdict(INCONCLUSIVE, "no lr above relu's tuned lr where every seed finished: extend "
-                                                      "relu's lr grid upward")))
-        return ev
+        return (Verdict(INCONCLUSIVE, "no lr above relu's tuned lr where every seed finished: extend relu's lr grid "
+                                      "upward"), n, "", table)
+    top = counted[-1]
     if all(per_lr[lr].n < 2 for lr in counted):
-        ev.n = max(per_lr[lr].n for lr in counted)
-        top = counted[-1]
-        ev.effect = f"relu dead fraction at lr {top:g}: {fmt_interval(per_lr[top], unit='', signed=False)}"
-        ev.parts.append((label, Verdict(INCONCLUSIVE, ONE_SEED)))
-        return ev
+        return (Verdict(INCONCLUSIVE, ONE_SEED), max(per_lr[lr].n for lr in counted),
+                f"relu dead fraction at lr {top:g}: {fmt_interval(per_lr[top], unit='', signed=False)}", table)
     supported = [lr for lr in counted if verdict_of[f"lr {lr:g}"].verdict == SUPPORTED]
     # "below at every counted lr" is a conjunction: no multiplicity correction (Holm is for "at some lr")
     below = [lr for lr in counted if verdict_at_least(per_lr[lr], DEAD_REPORTED).verdict == CONTRADICTED]
@@ -219,13 +301,9 @@ def c6(obs: Observations) -> Evidence:
         v = Verdict(CONTRADICTED, f"below {DEAD_REPORTED:g} at every counted lr ({shown})")
     else:
         v = Verdict(INCONCLUSIVE, f"no counted lr is decided above {DEAD_REPORTED:g}, and not every one below")
-    ev.parts.append((label, v))
-    top = counted[-1]
-    ev.n = per_lr[top].n
-    ev.effect = "relu dead fraction: " + "; ".join(f"lr {lr:g} {fmt_interval(per_lr[lr], unit='', signed=False)}"
-                                                   for lr in counted)
-    ev.details += ["", "- lr protocol: relu's tuned lr decides which lrs count; the dead fraction plays no part in it"]
-    return ev
+    effect = "relu dead fraction: " + "; ".join(f"lr {lr:g} {fmt_interval(per_lr[lr], unit='', signed=False)}"
+                                                for lr in counted)
+    return v, per_lr[top].n, effect, table
 
 
 def _sparsity_table(obs: Observations, key: PairKey) -> list[str]:
