@@ -18,8 +18,8 @@ def test_run_names_say_the_ffn_and_seed_and_stay_short():
 
 
 def test_settings_that_do_not_change_a_run_are_left_out_of_its_name():
-    cfg = compose(["ffn=relu", "optim.lr=0.01", "logger=csv", "data.cache_dir=/tmp/x", "trainer.progress_bar=false"],
-                  return_hydra_config=True)
+    cfg = compose(["ffn=relu", "optim.lr=0.01", "logger=csv", "data.cache_dir=/tmp/x", "trainer.progress_bar=false",
+                   "slurm.partition=gpu", "slurm.timeout_min=30"], return_hydra_config=True)  # the cluster: no name
     assert str(cfg.hydra.sweep.subdir) == "relu-b4-nobias-optim.lr=0.01-s0"
     compiled = compose(["trainer.compile=true"], return_hydra_config=True)  # asked for by name: its own run
     assert str(compiled.hydra.sweep.subdir) == "gelu-b4-nobias-trainer.compile=true-s0"

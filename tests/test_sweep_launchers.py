@@ -53,3 +53,31 @@ def test_joblib_runs_two_at_a_time(tmp_path):
     done = results(tmp_path, "linear")
     assert len(done) == 2 and {r["status"] for r in done.values()} == {"finished"}
     assert {r["hardware"]["torch_threads"] for r in done.values()} == {max(1, (os.cpu_count() or 1) // 2)}
+
+
+def test_a_slurm_dry_run_shows_the_job_arrays_it_would_submit():
+    """Round 1's array holds the runs that can start now, later rounds the ones waiting on their tuning runs; the
+    longest run is set against the time limit and its requeues."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"slurm": {"partition": "gpu", "account": None, "qos": "high"},
+                            "hydra": {"launcher": {"nodes": 1, "gpus_per_node": 2, "tasks_per_node": 2,
+                                                   "cpus_per_task": 8, "mem_gb": 64, "timeout_min": 60,
+                                                   "max_num_timeout": 2, "array_parallelism": 16}}})
+    runs = [planning.PlannedRun([], Path(f"runs/x/r{i}"), action, flops=flops)
+            for i, (action, flops) in enumerate([("start", 1e17), ("start", 3e17), ("resume", 1e17),
+                                                 ("wait", 2e17), ("skip", 9e18)])]
+    hour_per_1e17 = lambda flops: flops / 1e17  # one GPU-hour per 1e17 FLOPs
+    lines = launchers.slurm_arrays(runs, cfg, hour_per_1e17)
+    text = "\n".join(lines)
+    assert "partition gpu, qos high" in lines[0] and "1 node × 2 GPU, 2 task/node" in lines[0]
+    assert "time limit 60 min (requeued up to 2×" in lines[0]
+    assert "round 1: one job array of 3 jobs, at most 16 running at once" in text
+    assert "for the 1 runs waiting on their tuning runs" in text
+    # the longest run not yet done: 3 GPU-hours over 2 GPUs = 90 min > 60, within 3 × 60 with its requeues
+    assert "longest run ≈ 90 min on 2 GPU(s) (r1): needs requeues" in text
+    cfg.hydra.launcher.timeout_min = 20
+    assert "exceeds the time limit with every requeue" in "\n".join(launchers.slurm_arrays(runs, cfg, hour_per_1e17))
+    assert not any("longest" in line for line in launchers.slurm_arrays(runs, cfg))  # not priced

@@ -31,6 +31,9 @@ NAME_EXCLUDE_KEYS = ("seed", "experiment", "ffn", "ffn.act", "ffn.width", "ffn.b
                      # Hydra excludes exact keys: the blocks above by their settings, which a preset's grid may set
                      "lr_protocol.robust", "lr_protocol.min_lrs", "lr_protocol.min_seeds", "lr_protocol.bracket_cap",
                      "lr_protocol.judge_neighbours",
+                     # the cluster a run is sent to (conf/train.yaml's slurm block), given per sweep in ARGS
+                     *(f"slurm.{k}" for k in ("partition", "account", "qos", "timeout_min", "cpus_per_task", "mem_gb",
+                                              "array_parallelism", "max_num_timeout")),
                      "instability.plateau_margin", "instability.plateau_after", "instability.spike_margin")
 MAX_NAME_EXTRAS = 80  # longer override lists are replaced by a hash: file names have limits
 

@@ -23,7 +23,7 @@ from ffnbench.fileio import write_json_atomic
 from ffnbench.progress import SWEEP_ENV, estimate
 from ffnbench.result import FINAL_STATUSES
 from ffnbench.rundir import SWEEP_MANIFEST
-from ffnbench.sweep.launchers import LAUNCHERS, launcher_overrides
+from ffnbench.sweep.launchers import LAUNCHERS, launcher_overrides, slurm_arrays
 from ffnbench.sweep.outcome import print_outcome
 from ffnbench.sweep.planning import MAX_CPU_RUNS, PlannedRun, check_plan, experiments, plan, sweep_config
 from ffnbench.sweep.restore import restore
@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> None:
     if ns.dry_run:
         for r in runs:
             console.print(f"  {r.action:<8} {r.run_dir}  {' '.join(r.overrides)}  {r.note}")
+        if ns.launcher == "submitit_slurm":
+            for line in slurm_arrays(runs, sweep_cfg, costs[3].hours if costs is not None else None):
+                print(line)
         return
     check_plan(runs, sweep_cfg, ns.launcher, ns.confirm)
 

@@ -61,3 +61,37 @@ def check_local_gpus(launcher: str | None) -> None:
         raise ConfigError(
             f"LAUNCHER=submitit_local gives its jobs GPUs 0..n-1 whatever CUDA_VISIBLE_DEVICES says ({visible!r}); "
             "unset CUDA_VISIBLE_DEVICES, or use LAUNCHER=joblib, which keeps it")
+
+
+def slurm_arrays(runs, cfg, hours=None) -> list[str]:
+    """What `--launcher submitit_slurm` submits, for a dry run. Hydra's submitit launcher maps each multirun onto one
+    SLURM job array, and a sweep launches one multirun per round (sweep.cli): round 1 holds the runs that can start
+    now (tuning runs, fixed-lr runs, interrupted ones), each later round the runs the finished tuning runs unlock
+    (grid extensions that bracket an optimum, then the judged runs at the chosen lrs). `runs`: the planned runs
+    (sweep.planning.PlannedRun); `cfg`: the sweep's composed config; `hours(flops)`: one GPU's hours for a run's
+    FLOPs, to compare the longest run with the time limit (None: not priced)."""
+    launcher, slurm = cfg.hydra.launcher, cfg.slurm
+    now = [r for r in runs if r.action in ("start", "resume")]
+    later = [r for r in runs if r.action == "wait"]
+    where = ", ".join(f"{k} {slurm.get(k)}" for k in ("partition", "account", "qos") if slurm.get(k)) \
+        or "partition not set (slurm.partition in conf/local/default.yaml)"
+    gpus = int(launcher.nodes) * int(launcher.gpus_per_node)
+    task = (f"{launcher.nodes} node × {launcher.gpus_per_node} GPU, {launcher.tasks_per_node} task/node, "
+            f"{launcher.cpus_per_task} CPUs and {launcher.mem_gb} GB per task, time limit {launcher.timeout_min} "
+            f"min (requeued up to {launcher.max_num_timeout}×, resuming from its checkpoint)")
+    lines = [f"submitit_slurm ({where}): each job {task}",
+             f"  round 1: one job array of {len(now)} jobs, at most {launcher.array_parallelism} running at once"]
+    if later:
+        lines.append(f"  later rounds: one job array per round for the {len(later)} runs waiting on their tuning runs "
+                     "(grid extensions where a choice sits at an edge, then the judged runs), submitted as each round "
+                     "ends")
+    priced = [r for r in (*now, *later) if r.flops]
+    if hours is not None and priced:
+        longest = max(priced, key=lambda r: r.flops)
+        minutes = hours(longest.flops) / gpus * 60
+        limit = float(launcher.timeout_min) * (1 + int(launcher.max_num_timeout))
+        verdict = ("within one time limit" if minutes <= float(launcher.timeout_min) else
+                   "needs requeues" if minutes <= limit else "exceeds the time limit with every requeue: raise "
+                                                             "slurm.timeout_min")
+        lines.append(f"  longest run ≈ {minutes:.0f} min on {gpus} GPU(s) ({longest.run_dir.name}): {verdict}")
+    return lines
