@@ -122,26 +122,144 @@ class Block(nn.Module):
         return x + self.drop(self.ffn(self.ln_ffn(x)))
 
 
-class LossHead(nn.Module):
-    """The final LayerNorm, the tied output head and the cross-entropy, as one parameterless module over the
-    parameters it is handed (they stay GPT's own: names, init and checkpoint keys are unchanged). A module of its own
-    so that `compile_blocks` compiles it with the blocks: compiled, the fp32 cast and the log-softmax fuse into the
-    head's matmul output instead of materialising (tokens × vocab) fp32 logits — on `model=small` with an 8192-token
-    BPE vocabulary the head is a large share of a GPU step. Eager, it computes exactly what LayerNorm, F.linear and
-    F.cross_entropy computed inline."""
+# The automatic chunk of the loss (LossHead, trainer.loss_chunk=null): as many tokens as make about this many logits,
+# 2²⁴ (64 MiB in fp32): 2048 tokens of an 8192-token vocabulary, 65536 of the byte-level 256.
+LOSS_CHUNK_LOGITS = 2**24
 
-    def __init__(self, eps: float = 1e-5):
+
+def token_losses(h: torch.Tensor, wte: torch.Tensor, targets: torch.Tensor, chunk: int) -> tuple[torch.Tensor,
+                                                                                                  torch.Tensor]:
+    """Per token, the cross-entropy and the logsumexp of the tied head's logits h·wteᵀ, computed `chunk` tokens at a
+    time: (N,) each, in fp32, for h (N, D) and targets (N,).
+
+        logits = h·wteᵀ (fp32)     lse = log Σ_v exp(logits_v)     ce = lse − logits[target]
+
+    Why chunks: the logits are tokens × vocab, the largest tensor of a step (8192 tokens × an 8192-token BPE
+    vocabulary is 256 MiB in fp32), and everything the loss needs from them is these two numbers per token. Only one
+    chunk's logits exist at a time. No gradient flows through here (validation); training goes through
+    ChunkedHeadLoss, which needs the same numbers and the gradient besides."""
+    ce, lse = [], []
+    for h_c, t_c in zip(h.split(chunk), targets.split(chunk), strict=True):
+        logits = F.linear(h_c, wte).float()
+        lse_c = torch.logsumexp(logits, dim=-1)
+        ce.append(lse_c - logits.gather(1, t_c[:, None]).squeeze(1))
+        lse.append(lse_c)
+    return torch.cat(ce), torch.cat(lse)
+
+
+class ChunkedHeadLoss(torch.autograd.Function):
+    """mean(ce) + z_loss·mean(lse²) of the tied head (token_losses), whose backward never holds the logits.
+
+    The forward computes the gradient too, chunk by chunk, while each chunk's logits exist (the fused linear
+    cross-entropy of Liger-Kernel and others): with p = softmax(logits) and y the one-hot target,
+
+        ∂(ce + z·lse²)/∂logits = p·(1 + 2z·lse) − y       ∂/∂h = that·wte       ∂/∂wte = thatᵀ·h
+
+    and keeps only ∂/∂h (N × D) and ∂/∂wte (V × D), which the backward scales by the incoming gradient. A backward that
+    recomputed the logits instead would cost one more head matmul per step; autograd through the chunks would keep
+    every chunk's logits (and their log-softmax) for the backward, the full tensor again.
+    The matmuls run in `dtype` (autocast's bf16/fp16 on a GPU, as the plain head's F.linear does under autocast), the
+    softmax and the sums in fp32; ∂/∂logits is taken per token (values of order 1, which fp16 holds) and divided by
+    the token count only in the fp32 sums, and ∂/∂wte is summed over the chunks in fp32."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, wte: torch.Tensor, targets: torch.Tensor, chunk: int, z_loss: float,
+                dtype: torch.dtype) -> torch.Tensor:
+        w = wte.to(dtype)
+        n = targets.numel()
+        grad_h, grad_w = torch.empty_like(h), torch.zeros_like(wte, dtype=torch.float32)
+        loss = h.new_zeros((), dtype=torch.float32)
+        for start in range(0, n, chunk):
+            h_c, t_c = h[start:start + chunk].to(dtype), targets[start:start + chunk]
+            logits = F.linear(h_c, w).float()
+            lse = torch.logsumexp(logits, dim=-1)
+            ce = lse - logits.gather(1, t_c[:, None]).squeeze(1)
+            d = torch.exp(logits - lse[:, None])  # p
+            if z_loss:
+                ce = ce + z_loss * lse.square()
+                d.mul_((1 + 2 * z_loss * lse)[:, None])
+            loss = loss + ce.sum()
+            d.scatter_add_(1, t_c[:, None], d.new_full((t_c.numel(), 1), -1.0))  # − y
+            d = d.to(dtype)
+            grad_h[start:start + chunk] = (d @ w).float().div_(n).to(h.dtype)
+            grad_w += (d.t() @ h_c).float()
+        ctx.save_for_backward(grad_h, grad_w.div_(n).to(wte.dtype))
+        return loss / n
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad_h, grad_w = ctx.saved_tensors
+        return grad_h * grad, grad_w * grad, None, None, None, None
+
+
+def chunked_loss(h: torch.Tensor, wte: torch.Tensor, targets: torch.Tensor, chunk: int, z_loss: float = 0.0,
+                 reduction: str = "mean") -> torch.Tensor:
+    """The tied head's loss on final hidden states h (N, D) without ever building the (N, vocab) logits: the mean
+    cross-entropy plus z_loss·mean(lse²) (reduction="mean"), or each token's cross-entropy (reduction="none", no
+    gradient: the final validation's per-window losses). Equal to F.cross_entropy on the full fp32 logits up to the
+    order of the sums (tests/test_chunked_loss.py states the tolerance). The matmul runs in autocast's dtype where
+    autocast is on, as the plain F.linear would."""
+    device = h.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else \
+        torch.promote_types(h.dtype, wte.dtype)
+    if reduction == "none":
+        if torch.is_grad_enabled() and (h.requires_grad or wte.requires_grad):
+            raise ValueError("chunked_loss(reduction='none') has no gradient; call it under torch.no_grad()")
+        return token_losses(h.to(dtype), wte.to(dtype), targets, chunk)[0]
+    if reduction != "mean":
+        raise ValueError(f"chunked_loss: reduction must be 'mean' or 'none', got {reduction!r}")
+    if torch.is_grad_enabled() and (h.requires_grad or wte.requires_grad):
+        return ChunkedHeadLoss.apply(h, wte, targets, chunk, float(z_loss), dtype)
+    ce, lse = token_losses(h.to(dtype), wte.to(dtype), targets, chunk)
+    return ce.mean() + z_loss * lse.square().mean() if z_loss else ce.mean()
+
+
+class LossHead(nn.Module):
+    """The final LayerNorm, the tied output head and the loss, as one parameterless module over the parameters it is
+    handed (they stay GPT's own: names, init and checkpoint keys are unchanged). A module of its own so that
+    `compile_blocks` compiles it with the blocks.
+
+    `chunk` (trainer.loss_chunk): tokens per chunk of the loss (chunked_loss), so that no (tokens × vocab) fp32
+    logits are built, nor kept for the backward. None chooses: chunks of LOSS_CHUNK_LOGITS logits where the loss is
+    compiled or on an accelerator, where memory and bandwidth are what the head costs; an eager run on the CPU
+    computes it as it always did, LayerNorm, F.linear and F.cross_entropy on the full logits, so that its losses stay
+    bit for bit what they were (chunking changes the order of the sums, hence the last bits)."""
+
+    def __init__(self, eps: float = 1e-5, chunk: int | None = None):
         super().__init__()
         self.eps = eps
+        self.chunk = chunk
+
+    def tokens_per_chunk(self, x: torch.Tensor, vocab: int) -> int | None:
+        """The chunk this call uses (class docstring): None for the plain, unchunked loss."""
+        if self.chunk is not None:
+            return self.chunk
+        if x.device.type == "cpu" and not torch.compiler.is_compiling():
+            return None
+        return max(1, LOSS_CHUNK_LOGITS // vocab)
 
     def forward(self, x: torch.Tensor, ln_weight: torch.Tensor, ln_bias: torch.Tensor | None, wte: torch.Tensor,
-                targets: torch.Tensor) -> torch.Tensor:
-        logits = F.linear(F.layer_norm(x, (x.size(-1),), ln_weight, ln_bias, self.eps), wte)
-        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+                targets: torch.Tensor, z_loss: float = 0.0, reduction: str = "mean") -> torch.Tensor:
+        h = F.layer_norm(x, (x.size(-1),), ln_weight, ln_bias, self.eps)
+        chunk = self.tokens_per_chunk(x, wte.size(0))
+        if chunk is not None:
+            return chunked_loss(h.reshape(-1, h.size(-1)), wte, targets.reshape(-1), chunk, z_loss, reduction)
+        # the plain loss on the full logits, every expression as it always was
+        logits = F.linear(h, wte)
+        flat = logits.float().view(-1, logits.size(-1))
+        if reduction == "none":
+            return F.cross_entropy(flat, targets.reshape(-1), reduction="none")
+        if not z_loss:
+            return F.cross_entropy(flat, targets.reshape(-1))
+        return F.cross_entropy(flat, targets.reshape(-1)) + z_loss * torch.logsumexp(flat, -1).square().mean()
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: ModelConfig, seed: int = 0):
+    def __init__(self, cfg: ModelConfig, seed: int = 0, loss_chunk: int | None = None):
+        """Args:
+            cfg: the architecture.
+            seed: the init's seed (reset_parameters).
+            loss_chunk: tokens per chunk of the loss (trainer.loss_chunk; None: LossHead chooses)."""
         super().__init__()
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
@@ -149,7 +267,7 @@ class GPT(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=cfg.attn_bias)
-        self.loss_head = LossHead(self.ln_f.eps)  # no parameters of its own
+        self.loss_head = LossHead(self.ln_f.eps, loss_chunk)  # no parameters of its own
         self.reset_parameters(seed)
 
     @property
@@ -197,24 +315,24 @@ class GPT(nn.Module):
         gain = matched_output_gain(spec, d, 1 / math.sqrt(d))
         return gain * math.sqrt(size_ffn(spec, d).d_ff / size_ffn(MATCHED_REFERENCE, d).d_ff)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, z_loss: float = 0.0) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, z_loss: float = 0.0,
+                reduction: str = "mean") -> torch.Tensor:
         """Logits (B, T, V), or the mean next-token cross-entropy in nats when `targets` is given — plus, with
         `z_loss` > 0, PaLM's auxiliary z_loss·mean(logsumexp(logits)²) over the tokens, which keeps the softmax's
-        normaliser near 1 (the training loss of optim.z_loss; validation asks for the cross-entropy alone)."""
+        normaliser near 1 (the training loss of optim.z_loss; validation asks for the cross-entropy alone). With
+        reduction="none", each token's cross-entropy (B·T,), for the final validation's per-window losses. The loss
+        is the LossHead's, chunked where it pays (LossHead); only a call without targets builds the full logits."""
         t = idx.shape[1]
         if t > self.cfg.seq_len:
             raise ConfigError(f"model.seq_len: got a sequence of {t} tokens, longer than seq_len={self.cfg.seq_len}")
         x = self.drop(self.wte(idx) + self.wpe.weight[:t])
         for block in self.blocks:
             x = block(x)
-        if targets is not None and not z_loss:  # the plain cross-entropy, computed as it always was
-            return self.loss_head(x, self.ln_f.weight, self.ln_f.bias, self.wte.weight, targets)
-        logits = F.linear(self.ln_f(x), self.wte.weight)  # tied head
-        if targets is None:
-            return logits
-        flat = logits.float().view(-1, logits.size(-1))
-        lse = torch.logsumexp(flat, -1)
-        return F.cross_entropy(flat, targets.reshape(-1)) + z_loss * lse.square().mean()
+        if targets is not None:
+            if not z_loss and reduction == "mean":  # the call of a run without z-loss, as it always was
+                return self.loss_head(x, self.ln_f.weight, self.ln_f.bias, self.wte.weight, targets)
+            return self.loss_head(x, self.ln_f.weight, self.ln_f.bias, self.wte.weight, targets, z_loss, reduction)
+        return F.linear(self.ln_f(x), self.wte.weight)  # tied head
 
 
 # How `trainer.compile` compiles each block (torch.compile's `mode`). reduce-overhead also records each block's

@@ -10,7 +10,6 @@ from typing import Any
 import lightning as L
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from lightning.fabric.plugins.precision.amp import _optimizer_handles_unscaling
 
 from ffnbench.config.schema import OptimConfig, optim_config
@@ -102,9 +101,10 @@ def build_optimizer(model: GPT, optim: OptimConfig | Mapping, total_steps: int, 
 class LMModule(L.LightningModule):
     def __init__(self, model_cfg: ModelConfig, optim: OptimConfig | Mapping, seed: int, total_steps: int,
                  tokens_per_step: int, val_bytes_per_token: float = 1.0, log_every: int = 10, compile: bool = False,
-                 fingerprint: dict | None = None, compile_mode: str = "default", val_every: int | None = None):
+                 fingerprint: dict | None = None, compile_mode: str = "default", val_every: int | None = None,
+                 loss_chunk: int | None = None):
         super().__init__()
-        self.model = GPT(model_cfg, seed=seed)
+        self.model = GPT(model_cfg, seed=seed, loss_chunk=loss_chunk)  # loss_chunk: trainer.loss_chunk
         if compile:
             compile_blocks(self.model, compile_mode)
         # CUDA graphs are replayed into the same memory: each step tells them a new step starts (module docstring).
@@ -294,8 +294,7 @@ class LMModule(L.LightningModule):
             self._val_sum += loss.double() * y.numel()
             self._val_count += y.numel()
             return
-        logits = self.model(x)
-        per_token = F.cross_entropy(logits.float().view(-1, logits.size(-1)), y.reshape(-1), reduction="none")
+        per_token = self.model(x, y, reduction="none")  # chunked where the loss is (model.LossHead)
         self._final_sum += per_token.double().sum()
         self._final_count += y.numel()
         self._final_windows.append(per_token.view(y.shape).double().mean(dim=1))

@@ -158,7 +158,7 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
     module = LMModule(run.model, run.optim, seed=run.seed, total_steps=run.total_steps,
                       tokens_per_step=run.tokens_per_step, val_bytes_per_token=dm.val_bytes_per_token,
                       log_every=t.log_every, compile=t.compile, compile_mode=t.compile_mode, fingerprint=run.config,
-                      val_every=t.val_every)
+                      val_every=t.val_every, loss_chunk=t.loss_chunk)
     # MFU counts causal attention as computed (accounting.count_flops: causal=True); the record's flops block keeps
     # the full-attention convention every earlier record has
     thr = ThroughputMonitor(run.tokens_per_step, count_flops(run.model, causal=True).training, peak,

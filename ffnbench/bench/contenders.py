@@ -262,7 +262,7 @@ class HandLoop:
         self.optim = dict(cfg.optim)
         self.log_every = int(cfg.trainer.log_every)
         self.total_steps = int(cfg.trainer.max_steps or 1000)
-        self.model = GPT(self.mcfg, seed=int(cfg.seed)).to(self.device)
+        self.model = GPT(self.mcfg, seed=int(cfg.seed), loss_chunk=cfg.trainer.get("loss_chunk")).to(self.device)
         compiled = session.gpu if compile is None else compile
         if compiled:
             torch._dynamo.reset()  # a fresh loop compiles afresh, as a fresh run: no earlier loop's cache or limit

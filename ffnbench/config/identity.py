@@ -30,6 +30,7 @@ NON_IDENTITY_KEYS = (
     "trainer.peak_flops",
     "trainer.ckpt_every",
     "trainer.inner_steps",  # how many optimizer steps one Lightning batch holds: the same steps, in the same order
+    "trainer.loss_chunk",  # how the loss is computed (model.LossHead), as trainer.compile: the same loss up to rounding
     "model.max_budget_mismatch",  # a bound that refuses a config; it changes nothing a run computes
     "lr_protocol",  # which runs a sweep makes to choose an lr (ffnbench.lr_protocol), not what one computes
     "instability",  # the thresholds that name a run's instabilities when it is recorded (ffnbench.instability)

@@ -205,6 +205,8 @@ class TrainerConfig:
     inner_steps: int | None = None  # optimizer steps per Lightning batch; None = self.steps_per_batch()'s choice
     peak_flops: float | None = None  # per-device peak FLOP/s for MFU; None = from the GPU table or measured
     progress_bar: bool = True
+    loss_chunk: int | None = None  # tokens per chunk of the loss; None = model.LossHead's choice
+
 
     def __post_init__(self) -> None:
         check_accelerator(self.accelerator)
@@ -241,6 +243,7 @@ class TrainerConfig:
                 raise ConfigError(f"trainer.inner_steps={self.inner_steps}: it must divide trainer.log_every, "
                                   f"val_every and ckpt_every (their greatest common divisor is {every}); use "
                                   f"trainer.inner_steps=null (automatic) or a divisor of {every}")
+        count("trainer.loss_chunk", self.loss_chunk, optional=True)
         if self.peak_flops is not None:
             real("trainer.peak_flops", self.peak_flops, 0, low_open=True,
                   fix=" (null = from the GPU table or measured)")
