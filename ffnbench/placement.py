@@ -55,7 +55,7 @@ def resolve_accelerator(requested: str, field: str = "trainer.accelerator") -> s
 # The CUDA wheels of torch (download.pytorch.org/whl/<tag>) and the oldest Linux driver that runs each CUDA
 # major version (NVIDIA's CUDA compatibility tables; a driver runs every minor version of its major).
 # Newest first: the wheel to suggest is the first whose driver the node has.
-CUDA_WHEELS = (("cu130", 13, 580), ("cu126", 12, 525), ("cu118", 11, 450))
+CUDA_WHEELS = (("cu130", 13, 580), ("cu126", 12, 525))  # torch 2.13's CUDA builds (cu118 ended with torch 2.7)
 README_GPU = "README: GPU nodes"
 
 
@@ -83,7 +83,7 @@ def wheel_for_driver(driver: str) -> str | None:
 
 
 def pip_command(tag: str) -> str:
-    return f"`.venv/bin/pip install 'torch>=2.4,<2.14' --index-url https://download.pytorch.org/whl/{tag}`"
+    return f"`.venv/bin/pip install 'torch>=2.13,<2.14' --index-url https://download.pytorch.org/whl/{tag}`"
 
 
 def why_no_cuda() -> str:

@@ -1,7 +1,7 @@
 """The lowest versions pyproject.toml allows, as pip constraints (`name==floor`), for `make test-min`.
 
-torch is left out: its floor's wheels are CUDA builds of several GB (the CPU build on this project's machines is
-2.13.0, which `make test-min` installs), so the torch floor is not what this checks."""
+torch is left out: `make test-min` installs its floor (2.13.0) first, from the CPU build on this project's machines,
+where pip's default wheel would be a CUDA build of several GB."""
 
 import re
 import sys
