@@ -145,12 +145,17 @@ SLURM_ONE_TASK = {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "sweep", "SLURM_NODELIS
                   "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NNODES": "1"}
 
 
-def test_a_two_job_ddp_sweep_inside_a_one_task_slurm_allocation_trains_both_jobs_on_two_processes(cache_dir, tmp_path):
+@pytest.mark.parametrize("launcher", [[], ["hydra/launcher=joblib", "hydra.launcher.n_jobs=1"]],
+                         ids=["basic", "joblib"])
+def test_a_two_job_ddp_sweep_inside_a_one_task_slurm_allocation_trains_both_jobs_on_two_processes(cache_dir, tmp_path,
+                                                                                                 launcher):
     """`sbatch -n1 … make sweep` with trainer=ddp trainer.devices=2: Lightning's SLURM environment would claim the
     processes were made by SLURM and train one; and the second job of the process would find the first one's
-    LOCAL_RANK/WORLD_SIZE and its process group. Both jobs train once, each on 2 processes, and say so."""
+    LOCAL_RANK/WORLD_SIZE and its process group. Both jobs train once, each on 2 processes, and say so — under the
+    basic launcher and joblib's, one job at a time (joblib then runs both in one process, as a reused loky worker
+    runs its jobs one after another)."""
     out = run_cli("-m", *MICRO, "trainer.max_steps=10", "trainer=ddp", "trainer.devices=2", "seed=0,1",
-                  f"data.cache_dir={cache_dir}", f"runs_root={tmp_path / 'runs'}", "name=ddp_sweep",
+                  f"data.cache_dir={cache_dir}", f"runs_root={tmp_path / 'runs'}", "name=ddp_sweep", *launcher,
                   env=SLURM_ONE_TASK)
     assert out.returncode == 0, out.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in sorted((tmp_path / "runs" / "ddp_sweep").glob(f"*/{RESULT_FILE}"))]
