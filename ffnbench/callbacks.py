@@ -123,7 +123,7 @@ class PreemptionSignal(L.Callback):
         # .item() (training_epoch_loop._broadcast_sigterm_tensor): a host sync that drains a GPU's queue every batch.
         # The agreement here replaces it, and with these handlers Lightning's flag is never set during fit; one set
         # before them (a signal during fit's setup) is taken over, so every rank stops at the same batch.
-        loop = trainer.fit_loop.epoch_loop
+        loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
         if hasattr(loop, "_broadcast_sigterm_tensor"):
             loop._broadcast_sigterm_tensor = _no_broadcast
         connector = getattr(trainer, "_signal_connector", None)
