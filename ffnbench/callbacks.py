@@ -41,7 +41,10 @@ class PeriodicCheckpoint(L.Callback):
     def save(self, trainer: L.Trainer) -> None:
         if trainer.global_step == self.saved_step:
             return
-        for logger in trainer.loggers:  # the rows up to this step on disk first (metrics.csv: loggers.log_row)
+        flush = getattr(trainer.lightning_module, "flush_rows", None)
+        if flush is not None:  # the module's rows up to this step, the deferred one and this batch's, written ...
+            flush()
+        for logger in trainer.loggers:  # ... and on disk first (metrics.csv, wandb: loggers.log_row)
             logger.save()
         tmp = self.path.with_suffix(".ckpt.tmp")
         trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
@@ -100,8 +103,9 @@ class PreemptionSignal(L.Callback):
     each deciding alone would leave one rank in the checkpoint barrier while another trains), and every rank raises
     SIGTERMException at that same batch, after the previous one ended: PeriodicCheckpoint saves that step. Lightning's
     own SIGTERM handling is replaced for the fit (2.4–2.5 raise on each rank at its own batch end; 2.6 broadcasts
-    inside the handler). Once the run is recorded, `forward()` hands submitit's signal to the handler it replaced
-    (submitit's: requeue; the requeued job resumes from the checkpoint)."""
+    inside the handler), and so is its broadcast of rank 0's flag at every batch (a host sync under DDP). Once the
+    run is recorded, `forward()` hands submitit's signal to the handler it replaced (submitit's: requeue; the requeued
+    job resumes from the checkpoint)."""
 
     def __init__(self):
         name = os.environ.get(PREEMPT_SIGNAL_ENV, "USR2")
@@ -115,6 +119,17 @@ class PreemptionSignal(L.Callback):
     def on_train_start(self, trainer, pl_module) -> None:
         # after Lightning registered its handlers for the fit (_SignalConnector), so that ours replace them
         self._install()
+        # Lightning ≥ 2.5.2 broadcasts rank 0's SIGTERM flag at every batch's start under DDP and reads it with
+        # .item() (training_epoch_loop._broadcast_sigterm_tensor): a host sync that drains a GPU's queue every batch.
+        # The agreement here replaces it, and with these handlers Lightning's flag is never set during fit; one set
+        # before them (a signal during fit's setup) is taken over, so every rank stops at the same batch.
+        loop = getattr(getattr(trainer, "fit_loop", None), "epoch_loop", None)
+        if hasattr(loop, "_broadcast_sigterm_tensor"):
+            loop._broadcast_sigterm_tensor = _no_broadcast
+        connector = getattr(trainer, "_signal_connector", None)
+        if getattr(connector, "received_sigterm", False):
+            connector.received_sigterm = False
+            self.flagged = True
 
     def on_validation_start(self, trainer, pl_module) -> None:
         # the step-0 and the final validation run outside fit, under Lightning's handlers (2.6: a broadcast inside
@@ -177,6 +192,10 @@ class PreemptionSignal(L.Callback):
         if self.received is not None and callable(self._handed):
             received, self.received = self.received, None
             self._handed(*received)
+
+
+def _no_broadcast() -> None:
+    """In place of Lightning's per-batch SIGTERM broadcast (PreemptionSignal.on_train_start)."""
 
 
 def _standalone_validation(trainer) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import json
 import logging
 import netrc
 import os
@@ -224,13 +225,23 @@ class RunWandbLogger(WandbLogger):
     """Lightning's WandbLogger with the run's own x-axis (define_wandb_metrics, instead of Lightning's
     "*" → trainer/global_step) and, on a resume, without the rows the interrupted start already logged: the
     steps between the checkpoint and the interruption are trained again, bit for bit, and would otherwise
-    be logged twice."""
+    be logged twice.
+
+    The run's record (WANDB_RUN_FILE: the last step of each kind of row sent to wandb) must never say less than wandb
+    has, however the process ends, yet rewriting it at every row costs a file close a row (a server round trip on NFS).
+    So a row of a step is held here and sent to wandb at the next save(), which then writes the record of what it
+    sent: save() comes at every checkpoint (callbacks.PeriodicCheckpoint, after the module wrote its rows up to the
+    checkpoint's step), after each row Lightning logs itself (the validations), and at every end Lightning reports
+    (finalize: finished, failed, interrupted). A process killed outright loses only rows after its last checkpoint,
+    which the resume trains and logs again. W&B shows a run's training rows as each save sends them."""
 
     def __init__(self, run_dir: Path, record: dict[str, Any], **kwargs: Any):
         super().__init__(id=record["id"], **kwargs)
         self._record_path = Path(run_dir) / WANDB_RUN_FILE
         self._record = record
         self._replayed = dict(record["logged"])  # what an earlier start logged, per row kind
+        self._held: list[tuple[dict[str, Any], int]] = []  # rows not yet sent (save() sends them)
+        self._written = json.dumps(record, sort_keys=True)  # the record as on disk (wandb_run_record wrote it)
 
     @property
     @rank_zero_experiment
@@ -245,19 +256,32 @@ class RunWandbLogger(WandbLogger):
         return self._experiment
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        kind = _row_kind(metrics)
-        if step is not None and step <= self._replayed.get(kind, -1):
+        if step is None:
+            super().log_metrics(metrics, step)
             return
-        super().log_metrics(metrics, step)
-        if step is not None:
-            self._record["logged"][kind] = step
-            # every logging step, on rank 0's main thread: atomic but not fsynced (an fsync on NFS or Lustre costs
-            # milliseconds a row); save(), at every checkpoint and at the end, makes it durable
-            write_json_atomic(self._record_path, self._record, durable=False)
+        kind = _row_kind(metrics)
+        if step <= self._replayed.get(kind, -1):
+            return
+        self._held.append((dict(metrics), step))
 
     def save(self) -> None:
+        held, self._held = self._held, []
+        for metrics, step in held:
+            kind = _row_kind(metrics)
+            self._record["logged"][kind] = max(step, self._record["logged"].get(kind, -1))
+        for metrics, step in held:
+            super().log_metrics(metrics, step)
+        # then the record (killed between the two, a resume logs those rows again rather than losing them); written
+        # only when it changed, and durably: a few times a run
+        text = json.dumps(self._record, sort_keys=True)
+        if text != self._written:
+            write_json_atomic(self._record_path, self._record)
+            self._written = text
         super().save()
-        write_json_atomic(self._record_path, self._record)
+
+    def finalize(self, status: str) -> None:
+        self.save()
+        super().finalize(status)
 
 
 def make_wandb_logger(wcfg: dict, run_dir: Path, group: str, run_name: str, tags: list[str], config: dict,

@@ -125,7 +125,7 @@ class LMModule(L.LightningModule):
         self._val_sum = self._val_count = None
         self._row: dict[str, Any] = {}  # this logging step's training metrics (log_step), written at the step's end
         self._row_step = 0
-        self._pending: tuple[int, Readout] | None = None  # (step, row) written at the next batch's start (deferred)
+        self._pending: tuple[int, Readout] | None = None  # (step, row) written at the next batch's end (deferred)
         self._defer = False  # whether rows are read a batch late (on_train_start: on a GPU; ffnbench.readout)
         self._params: list[torch.nn.Parameter] | None = None  # what clipping walks, listed once
         self.automatic_optimization = False  # training_step takes several optimizer steps (its docstring)
@@ -161,8 +161,6 @@ class LMModule(L.LightningModule):
         bookkeeping, the validation and checkpoint checks) is paid once per k steps. manual_backward and the
         LightningOptimizer keep the precision plugin (loss scaling) and DDP (a gradient all-reduce per backward)."""
         optimizer, scheduler = self.optimizers(), self.lr_schedulers()
-        if self.settle():  # the previous batch's row (deferred reads) said the loss stopped being finite
-            return
         # Lightning runs training_step under the precision's autocast (bf16/fp16 on a GPU); its automatic optimization
         # ran backward and the optimizer step outside it, and so does this loop.
         device = self.device.type
@@ -208,26 +206,57 @@ class LMModule(L.LightningModule):
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
         # After the callbacks' on_train_batch_end (Lightning calls the module's last): the ThroughputMonitor's
         # figures of this batch's last step are in the row.
-        if self._row:
-            self._row.setdefault("epoch", self.trainer.current_epoch)  # the epoch of the step, not of the write
-            row = Readout(self._row)
-            self._row.clear()
-            if self._defer:
-                self._pending = (self._row_step, row)
-            else:
-                log_row(self.trainer, row.read(), self._row_step)
+        row = self._close_row()
+        if not self._defer:
+            if row is not None:
+                self._write(row)
+            return
+        # Deferred: the row the previous batch left is read now, with this batch's steps queued behind it, so the
+        # device has work while the host waits for that row (read at this batch's start, before any of its work, the
+        # wait would drain the queue); this batch's row waits in turn for the next batch's steps. A non-finite loss
+        # stops the run here (should_stop), after the batch that followed it.
+        older, self._pending = self._pending, row
+        if older is not None:
+            self._write(older)
+
+    def _close_row(self) -> tuple[int, Readout] | None:
+        """This logging step's row (log_step), copied for reading (ffnbench.readout) and emptied; None on a batch
+        that does not log."""
+        if not self._row:
+            return None
+        self._row.setdefault("epoch", self.trainer.current_epoch)  # the epoch of the step, not of the write
+        row = (self._row_step, Readout(self._row))
+        self._row.clear()
+        return row
+
+    def _write(self, row: tuple[int, Readout]) -> bool:
+        """Read a row and write it to the loggers (loggers.log_row); a deferred row's loss is kept and acted on here
+        (read at once, it was in _read_loss). Returns whether the run diverged."""
+        step, readout = row
+        values = readout.read()
+        bad = values.pop(NONFINITE, None)
+        log_row(self.trainer, values, step)
+        return bad is not None and "train/loss" in values and self._record_loss(step, values["train/loss"], int(bad))
 
     def settle(self) -> bool:
-        """Read and write the row a deferred batch left (a batch later the device is long past it: no wait), and
-        act on its loss. Every rank settles at the same point of its loop (train() settles once more after fit, so
-        the record has every loss whatever stopped it). Returns whether the run diverged."""
+        """Read and write the row a deferred batch left, now (where it is needed: the training rows come before the
+        validation's, and fit's end), and act on its loss. Every rank settles at the same point of its loop (train()
+        settles once more after fit, so the record has every loss whatever stopped it). Returns whether the run
+        diverged."""
         if self._pending is None:
             return False
-        (step, row), self._pending = self._pending, None
-        values = row.read()
-        bad = int(values.pop(NONFINITE, 0))
-        log_row(self.trainer, values, step)
-        return "train/loss" in values and self._record_loss(step, values["train/loss"], bad)
+        row, self._pending = self._pending, None
+        return self._write(row)
+
+    def flush_rows(self) -> None:
+        """Write every training row up to the current step, now: the deferred one and the row of the batch that is
+        ending (a checkpoint is taken in the callbacks' on_train_batch_end, before the module's). A checkpoint calls
+        it before it saves the loggers, so their files and W&B hold every row up to its step (a resume does not log
+        those steps again). A checkpoint waits for the device anyway (it copies the weights to the host)."""
+        self.settle()
+        row = self._close_row()
+        if row is not None:
+            self._write(row)
 
     def on_validation_start(self) -> None:
         self.settle()  # the training rows come before the validation's, as the steps do
@@ -361,11 +390,9 @@ class LMModule(L.LightningModule):
     # ---- checkpoints --------------------------------------------------------------------------------
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # The checkpoint holds every logging step's loss up to its step: with deferred reads, the previous batch's row
-        # and this batch's loss (a checkpoint waits for the device anyway: it copies the weights to the host).
-        self.settle()
-        if self._defer and "train/loss" in self._row:
-            self._record_loss(self._row_step, float(self._row["train/loss"]), 0)
+        # The checkpoint holds every logging step's loss up to its step (PeriodicCheckpoint flushed the rows before it
+        # saved the loggers; a checkpoint written another way flushes them here).
+        self.flush_rows()
         checkpoint["ffnbench"] = {
             "fingerprint": self.fingerprint,
             "val_history": self.val_history,

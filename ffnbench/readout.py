@@ -3,7 +3,8 @@
 On a GPU, `.item()` (or `float()`, `.tolist()`) waits for every kernel queued before it: the host stops feeding the
 device until the queue drains, and the next kernels start late. A `Readout` instead copies its tensors into pinned
 host memory with one non-blocking copy and records an event after it; the values are read later (LMModule: at the
-start of the next batch of steps), when the device has long passed that event, so the wait costs nothing. On a CPU
+end of the next batch, once that batch's steps are queued behind the event), so the host waits at most for the device
+to reach the event while the device still has work queued: the queue never drains. On a CPU
 there is no queue to drain and nothing to defer: `defers(device)` is False and a Readout is read at once.
 
 Every rank of a DDP run reads its readouts at the same point of its loop, so a decision made from one (stop, diverge)
@@ -57,7 +58,7 @@ class Readout:
 
     def read(self) -> dict[str, Any]:
         if self._event is not None:
-            self._event.synchronize()  # long passed when read a batch later: no wait
+            self._event.synchronize()  # read a batch later, with work queued behind it: no drain
         numbers = self._host.numpy().tolist() if self._host is not None else []
         out = dict(zip(self._names, numbers, strict=True))
         for k, v in self._other.items():

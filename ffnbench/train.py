@@ -205,6 +205,8 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
         if module._trainer is not None:
             with contextlib.suppress(Exception):  # best effort: the run is recorded whatever stopped it
                 module.settle()
+                for logger in trainer.loggers:  # the row settle() wrote, on disk and sent (after fit's finalize)
+                    logger.save()
         module.status = status
         result = RunResult.from_training(
             status, error=error, config=run.config, run_dir=run.run_dir, model=run.model,

@@ -28,11 +28,15 @@ class FakeTrainer:
         self.strategy = SimpleNamespace(barrier=lambda name: None)
         self.saves: list[int] = []
         self.logger_saves: list[int] = []  # the steps the loggers were saved at (their rows written to disk)
-        self.loggers = [SimpleNamespace(save=lambda: self.logger_saves.append(self.global_step))]
+        self.order: list[str] = []  # the module's rows written, the loggers saved, the checkpoint: in the order done
+        self.loggers = [SimpleNamespace(save=lambda: (self.logger_saves.append(self.global_step),
+                                                      self.order.append("loggers")))]
+        self.lightning_module = SimpleNamespace(flush_rows=lambda: self.order.append("rows"))
         self.lr_scheduler_configs, self.optimizers, self.precision_plugin = [], [], SimpleNamespace()
 
     def save_checkpoint(self, path, weights_only=False):
         self.saves.append(self.global_step)
+        self.order.append("checkpoint")
         path.write_text(str(self.global_step))
 
 
@@ -53,6 +57,8 @@ def test_every_n_steps_after_the_validation_of_that_step_and_at_the_end(tmp_path
     drive(PeriodicCheckpoint(path, every=4, val_every=6), trainer, steps=14, val_every=6)
     assert trainer.saves == [4, 8, 12, 14]  # 12 is saved once, after its validation
     assert trainer.logger_saves == trainer.saves  # metrics.csv holds every row up to each checkpoint
+    # ... the rows the module still held (deferred, or this batch's) included: written before the loggers are saved
+    assert trainer.order == ["rows", "loggers", "checkpoint"] * len(trainer.saves)
     assert path.read_text() == "14" and sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt"]
 
 
@@ -136,6 +142,29 @@ def test_a_signal_only_flags_the_stop_every_rank_raises_at_the_next_batch_and_su
     assert installed[signal.SIGUSR2] is previous and installed[signal.SIGTERM] is lightning_sigterm  # restored
     callback.forward()
     assert calls == [("submitit", signal.SIGUSR2)]
+
+
+def test_the_fit_loses_lightning_s_per_batch_sigterm_broadcast_and_a_signal_from_before_is_taken_over(monkeypatch):
+    """Lightning broadcasts rank 0's SIGTERM flag at every batch's start under DDP and reads it (a host sync each
+    batch); the agreement replaces it. A SIGTERM that Lightning's handler caught before the fit's start is not lost:
+    the agreement takes it over, and Lightning's own flag (which would stop that rank alone) is cleared."""
+    import signal
+
+    import lightning as L
+
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: None)  # the process's handlers stay as they are
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
+    loop = trainer.fit_loop.epoch_loop
+    assert hasattr(loop, "_broadcast_sigterm_tensor")  # in every Lightning the project allows
+    broadcasts = []
+    monkeypatch.setattr(type(loop), "_broadcast_sigterm_tensor", lambda self: broadcasts.append(1))
+    trainer._signal_connector.received_sigterm = True
+    callback = PreemptionSignal()
+    callback.on_train_start(trainer, None)
+    loop._broadcast_sigterm_tensor()
+    assert broadcasts == [] and not trainer.received_sigterm and callback.flagged
+    with pytest.raises(SIGTERMException):
+        callback.on_train_batch_start(trainer, None, None, 0)
 
 
 def test_the_step_0_and_final_validations_get_the_flag_only_handler_too_and_a_fits_own_validation_keeps_it(

@@ -2,6 +2,7 @@
 resumed run's metrics.csv keeps its rows."""
 
 import csv
+import json
 import shutil
 
 import pytest
@@ -126,26 +127,68 @@ def test_a_wandb_run_left_open_in_the_process_is_closed_not_continued(tmp_path):
         wandb.finish()
 
 
-def test_wandb_rows_do_not_fsync_only_checkpoints_and_the_end_do(tmp_path, monkeypatch):
-    """100 logged rows rewrite the run's wandb record (what a resume must not log twice) without an fsync each:
-    on NFS or Lustre one costs milliseconds a batch. save() (every checkpoint, and the end) writes it durably."""
-    import json
-    import os
+class SentToWandb:
+    """What RunWandbLogger hands to wandb (Lightning's WandbLogger.log_metrics, stubbed: no wandb traffic), by row
+    kind and step, and how often the run's wandb record is written."""
 
-    from lightning.pytorch.loggers import WandbLogger
+    def __init__(self, monkeypatch, run_dir):
+        from lightning.pytorch.loggers import WandbLogger
 
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setattr(WandbLogger, "log_metrics", lambda self, metrics, step=None: None)  # no wandb traffic
-    monkeypatch.setattr(WandbLogger, "save", lambda self: None)
-    syncs = []
-    real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (syncs.append(fd), real(fd))[1])
-    record = loggers.wandb_run_record(tmp_path, None)
-    syncs.clear()
-    logger = loggers.RunWandbLogger(tmp_path, record, project="p", mode="offline", save_dir=str(tmp_path))
-    for step in range(100):
-        logger.log_metrics({"train/loss": 3.0}, step)
-    assert syncs == []
-    assert json.loads((tmp_path / loggers.WANDB_RUN_FILE).read_text())["logged"] == {"train": 99}
-    logger.save()
-    assert len(syncs) == 1
+        monkeypatch.setenv("WANDB_MODE", "offline")
+        self.rows: list[tuple[str, int]] = []
+        self.writes = 0
+        self.run_dir = run_dir
+        monkeypatch.setattr(WandbLogger, "log_metrics",
+                            lambda logger, metrics, step=None: self.rows.append((loggers._row_kind(metrics), step)))
+        monkeypatch.setattr(WandbLogger, "save", lambda logger: None)
+        write = loggers.write_json_atomic
+
+        def counted(path, *args, **kwargs):
+            self.writes += path.name == loggers.WANDB_RUN_FILE
+            return write(path, *args, **kwargs)
+
+        monkeypatch.setattr(loggers, "write_json_atomic", counted)
+
+    def start(self, resumed_from):
+        record = loggers.wandb_run_record(self.run_dir, resumed_from)
+        return loggers.RunWandbLogger(self.run_dir, record, project="p", mode="offline", save_dir=str(self.run_dir))
+
+
+def _train(logger, steps, log_every, ckpt_every, stop=None):
+    """Rows as a run logs them: a training row every log_every steps, and at every ckpt_every-th step a validation row
+    (Lightning saves after it) and the checkpoint's save. `stop`: killed outright at that step (no save, no end)."""
+    for step in steps:
+        if step == stop:
+            return
+        if step % ckpt_every == 0 and step:
+            logger.log_metrics({"val/loss": 1.0, "tokens": step}, step)
+            logger.save()  # Lightning's, after its row
+            logger.save()  # the checkpoint's
+        if (step + 1) % log_every == 0:
+            logger.log_metrics({"train/loss": 1.0 / (step + 1), "tokens": step + 1}, step)
+    logger.finalize("success")
+
+
+def test_the_wandb_record_is_written_at_checkpoints_not_at_every_row(tmp_path, monkeypatch):
+    """The record (what a resume must not log twice) was rewritten at every logged row: a file close each, a server
+    round trip on NFS. It is written at the start, when a save changed it, and at the end."""
+    sent = SentToWandb(monkeypatch, tmp_path)
+    logger = sent.start(None)
+    _train(logger, range(1000), log_every=1, ckpt_every=250)
+    assert sent.writes <= 1 + 1000 // 250 + 1  # start, the saves (each checkpoint), the end
+    assert [step for kind, step in sent.rows if kind == "train"] == list(range(1000))  # every row sent, once
+    record = json.loads((tmp_path / loggers.WANDB_RUN_FILE).read_text())
+    assert record["logged"] == {"train": 999, "val": 750}
+
+
+@pytest.mark.parametrize("killed_at", [23, 37])
+def test_a_resume_after_a_checkpoint_logs_no_step_twice_and_loses_none(tmp_path, monkeypatch, killed_at):
+    """Killed outright (no save, no end) at `killed_at`, after the checkpoint at step 20 or at 30, and resumed from
+    it: the steps it trains again are not sent twice, and every row up to the checkpoint is sent."""
+    sent = SentToWandb(monkeypatch, tmp_path)
+    _train(sent.start(None), range(40), log_every=5, ckpt_every=10, stop=killed_at)
+    checkpoint = killed_at // 10 * 10
+    _train(sent.start(checkpoint), range(checkpoint, 40), log_every=5, ckpt_every=10)
+    train = [step for kind, step in sent.rows if kind == "train"]
+    assert train == list(range(4, 40, 5))  # each once, in order
+    assert [step for kind, step in sent.rows if kind == "val"] == [10, 20, 30]

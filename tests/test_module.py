@@ -228,21 +228,59 @@ def test_deferred_reads_write_the_same_rows_and_read_nothing_during_training(tmp
     assert later.curve == now.curve and later.metrics == now.metrics
 
 
+def test_a_deferred_row_is_read_only_once_the_next_batch_s_steps_are_queued_behind_it(tmp_path, monkeypatch):
+    # On a GPU the read of a row waits for the device to reach the row's copy: with no work queued after it, that is a
+    # drain. The probe counts the optimizer steps the host issued between a row's copy and its read (what the device
+    # has queued behind it then), assuming nothing about how far the device got. Only the run's last row, read at
+    # fit's end, has nothing after it.
+    import lightning as L
+
+    from ffnbench import module as module_py
+
+    taken = [0]
+    queued: dict[int, int] = {}  # a row's step -> optimizer steps issued between its copy and its read
+
+    class Probe(module_py.Readout):
+        def __init__(self, values):
+            super().__init__(values)
+            self.step, self.taken = int(values["tokens"]) // (8 * 32) - 1, taken[0]
+
+        def read(self):
+            queued[self.step] = taken[0] - self.taken
+            return super().read()
+
+    class CountSteps(L.Callback):
+        def on_train_start(self, trainer, module):
+            trainer.optimizers[0].register_step_post_hook(lambda *args: taken.__setitem__(0, taken[0] + 1))
+
+    monkeypatch.setattr(module_py, "Readout", Probe)
+    monkeypatch.setenv(DEFER_ENV, "1")
+    inner = 2
+    result, _ = _step_run(tmp_path, "probe", "trainer.log_every=2", f"trainer.inner_steps={inner}",
+                          callbacks=[CountSteps()])
+    *rows, last = sorted(queued)
+    assert rows and last == result.steps - 1 and queued[last] == 0
+    # each row is read at the end of the next batch: all of that batch's steps are queued behind it
+    assert {step: queued[step] for step in rows} == {step: min(inner, result.steps - 1 - step) for step in rows}
+    assert min(queued[step] for step in rows) >= 1
+
+
 def test_deferred_reads_stop_a_run_whose_loss_is_not_finite(tmp_path, monkeypatch):
     import lightning as L
 
-    class InfAt7(L.Callback):  # the training loss of logging step 7 is +inf
+    class InfAt3(L.Callback):  # the training loss of logging step 3 is +inf (its gradient is not: a constant)
         def on_train_start(self, trainer, module):
             forward = module.model.forward
             module.model.forward = lambda x, y=None, **kw: forward(x, y, **kw) + (
-                float("inf") if module.training and y is not None and trainer.global_step == 7 else 0.0)
+                float("inf") if module.training and y is not None and trainer.global_step == 3 else 0.0)
 
     monkeypatch.setenv(DEFER_ENV, "1")
-    result, _ = _step_run(tmp_path, "inf", "trainer.log_every=4", "trainer.inner_steps=4", callbacks=[InfAt7()])
-    # read at the next batch's start: step 7's update was taken, no step after it
+    result, _ = _step_run(tmp_path, "inf", "trainer.log_every=4", "trainer.inner_steps=4", callbacks=[InfAt3()])
+    # step 3's row is read once the next batch's steps (4-7) are queued: they are taken, no step after them
     assert result.status == "diverged" and result.steps == 8
-    assert result.error == "training loss became inf at step 7"
-    assert result.train_curve[-1] == [7, float("inf")]
+    assert result.error == "training loss became inf at step 3"
+    assert [step for step, _ in result.train_curve] == [3, 7]  # the row of the batch after it is written too
+    assert result.train_curve[0][1] == float("inf") and math.isfinite(result.train_curve[1][1])
 
 
 def test_logging_every_step_or_every_n_steps_trains_the_same_model(tmp_path):

@@ -147,18 +147,21 @@ def test_throughput_and_mfu_are_the_formula_over_the_timed_steps_only():
 
 
 class LaggingEvents:
-    """An EventClock whose device runs one batch behind the host: a mark is passed once the next batch starts
-    (`catch_up`). Asking the seconds up to a mark the device has not passed is a wait for the device: a stall."""
+    """An EventClock whose device runs one batch behind the host: while the host queues a batch, the device works on
+    the one before, so the marks made since the latest batch began (`queued`) are not passed yet. Asking the seconds
+    up to a mark the device has not passed is a wait for the device with nothing else queued: a stall."""
 
     def __init__(self, clock: Clock):
         self.clock, self.times, self.passed, self.stalls = clock, [], 0, 0
+        self._latest = 0
 
     def mark(self) -> int:
         self.times.append(self.clock.now)
         return len(self.times) - 1
 
-    def catch_up(self) -> None:
-        self.passed = len(self.times)
+    def queued(self) -> None:
+        """The host queued a batch: the device is past every mark made before that batch began."""
+        self.passed, self._latest = self._latest, len(self.times)
 
     def seconds(self, start: int, end: int) -> float:
         self.stalls += end >= self.passed
@@ -166,7 +169,7 @@ class LaggingEvents:
 
 
 def test_with_device_events_no_window_waits_for_the_device_and_the_figures_are_the_same():
-    # The GPU path (EventClock) on a fake device one batch behind: each row is read at the next batch's start, as
+    # The GPU path (EventClock) on a fake device one batch behind: each row is read once the next batch is queued, as
     # LMModule does where reads are deferred. The figures equal the host clock's, and no read waits for the device.
     host = Run(monitor(skip_steps=5, log_every=10), max_steps=100)
     clock = Clock()
@@ -179,12 +182,13 @@ def test_with_device_events_no_window_waits_for_the_device_and_the_figures_are_t
     read: list[tuple[int, dict]] = []
     for run in (host, lagging):
         for _ in range(30):
-            events.catch_up()  # the next batch starts: the device has passed the previous batch's marks
-            read.extend((step, row.read()) for step, row in pending)
-            pending.clear()
+            events.mark()  # where the batch begins (on the device's queue)
             run.steps(1, seconds_each=0.5 if run.trainer.global_step < 15 else 0.25)
+            events.queued()  # its steps are queued: the rows of the batches before it are read now
+            read.extend((step, row.read()) for step, row in pending if step < run.trainer.global_step)
+            pending[:] = [(step, row) for step, row in pending if step >= run.trainer.global_step]
     assert events.stalls == 0
-    events.catch_up()  # the end of training: the device is done
+    events.passed = len(events.times)  # the end of training: the device is done
     read.extend((step, row.read()) for step, row in pending)
     assert lagging.end() == host.end()
     assert read == host.module.logged and [step for step, _ in read] == [10, 20, 30]

@@ -57,6 +57,64 @@ def test_ddp_ranks_each_train_on_half_of_every_batch(finished, cache_dir, tmp_pa
     assert ddp["val_windows"] == pytest.approx(finished[0].val_windows, abs=1e-3)
 
 
+# Each rank counts, per training batch (from the previous batch's end to its own), the calls that would stop the host
+# until a GPU's queue drains: reads of a tensor's value (.item(), .tolist(), float()) and torch.distributed.broadcast,
+# whose result is read at once (Lightning's per-batch SIGTERM broadcast). Validation and checkpoints are not counted.
+COUNT_HOST_SYNCS = """
+import json, os
+import lightning as L
+import torch
+
+_counts = {"reads": 0, "broadcasts": 0}
+_on = [False]
+
+def _counted(kind, original):
+    def call(*args, **kwargs):
+        if _on[0]:
+            _counts[kind] += 1
+        return original(*args, **kwargs)
+    return call
+
+for _name in ("item", "tolist", "__float__"):
+    setattr(torch.Tensor, _name, _counted("reads", getattr(torch.Tensor, _name)))
+torch.distributed.broadcast = _counted("broadcasts", torch.distributed.broadcast)
+
+class _Hook(L.Callback):
+    def _count(self):
+        _counts.update(reads=0, broadcasts=0)
+        _on[0] = True
+
+    def on_train_start(self, trainer, module):
+        self._count()
+
+    def on_train_batch_end(self, trainer, *args):
+        with open(os.environ["FFNBENCH_TEST_SYNCS"], "a") as f:
+            f.write(json.dumps({"rank": trainer.global_rank, "step": trainer.global_step, **_counts}) + "\\n")
+        self._count()
+
+    def on_validation_start(self, trainer, *args):
+        _on[0] = False
+
+    def on_train_end(self, trainer, *args):
+        _on[0] = False
+"""
+
+
+def test_a_ddp_training_batch_makes_no_host_sync_where_reads_are_deferred(cache_dir, tmp_path):
+    """The GPU path (deferred reads) on two gloo ranks: no batch reads a value on the host, and Lightning's broadcast
+    of rank 0's SIGTERM flag at every batch's start is gone (callbacks.PreemptionSignal agrees on a stop instead)."""
+    log = tmp_path / "syncs.jsonl"
+    out = run_cli(*MICRO, "trainer=ddp", "trainer.devices=2", "trainer.max_steps=20", "trainer.val_every=20",
+                  "trainer.ckpt_every=20", f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'ddp'}",
+                  env={"PYTHONPATH": hook_pythonpath(tmp_path, COUNT_HOST_SYNCS), "FFNBENCH_TEST_SYNCS": str(log),
+                       DEFER_ENV: "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    batches = [json.loads(line) for line in log.read_text().splitlines()]
+    steps = [b["step"] for b in batches if b["rank"] == 0]
+    assert steps == [b["step"] for b in batches if b["rank"] == 1] == list(range(5, 21, 5))  # 4 batches of 5 steps
+    assert [b for b in batches if b["reads"] or b["broadcasts"]] == []
+
+
 # Rank 1's training loss is +inf at logging step 19 only (rank 0's is finite): a rank-specific overflow.
 INF_ON_RANK_1 = """
 import lightning as L
