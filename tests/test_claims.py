@@ -24,6 +24,7 @@ from ffnbench.result import RunResult
 from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "claims.md"
+OWN_HYPOTHESIS = "own hypothesis"  # the source of a claim no article makes (docs/claims.md, "A claim of your own")
 
 
 def verdicts(records, bench_files=()):
@@ -34,8 +35,15 @@ def verdicts(records, bench_files=()):
 # ---- the registry ---------------------------------------------------------------------------------------
 
 
+DESIGN_CLAIMS = tuple(f"C{i}" for i in range(1, 14))  # the design's claims from the five articles
+
+
 def test_registry_covers_the_design_claims():
-    assert tuple(f"C{i}" for i in range(1, 14)) == CLAIM_IDS
+    """The design's claims lead, in order; a claim added after them (docs/extending.md) needs no edit here, only
+    its section of docs/claims.md, in the registry's order."""
+    assert CLAIM_IDS[:len(DESIGN_CLAIMS)] == DESIGN_CLAIMS
+    assert len(set(CLAIM_IDS)) == len(CLAIM_IDS) and all(re.fullmatch(r"C\d+", i) for i in CLAIM_IDS), CLAIM_IDS
+    assert tuple(_doc_sections()) == CLAIM_IDS
     for c in CLAIMS:
         assert c.statement and c.source and c.rule and c.why and c.kind in ("analytic", "trained", "benchmark")
         assert c.command.startswith(("make sweep EXP=", "python -m ffnbench params", "make bench"))
@@ -54,15 +62,30 @@ def _doc_sections() -> dict[str, str]:
     return dict(zip(parts[1::2], parts[2::2]))
 
 
+def cited(claim_id: str, source: str) -> str | None:
+    """What a claim's `source` cites, as its section's **Sources:** line gives it: the article sections of
+    `docs/claims.md §<id> (articles ...)`, or `own hypothesis` for a researcher's own claim (docs/claims.md, "A
+    claim of your own"); None for a source of another form."""
+    match = re.fullmatch(rf"docs/claims\.md §{claim_id} \((?:articles? (.+)|({OWN_HYPOTHESIS}))\)", source)
+    return (match.group(1) or match.group(2)) if match else None
+
+
 @pytest.mark.parametrize("claim", CLAIMS, ids=CLAIM_IDS)
 def test_every_source_points_at_its_section_of_docs_claims_md(claim):
-    """A report's source line names docs/claims.md §<id> and the same article sections that section lists."""
-    match = re.fullmatch(rf"docs/claims\.md §{claim.id} \(articles? (.+)\)", claim.source)
-    assert match, claim.source
-    section = _doc_sections()[claim.id]
-    assert f"**Sources:** {match.group(1)}\n" in section
-    for article in re.findall(r"\b00\d\b", match.group(1)):
+    """A report's source line names docs/claims.md §<id> and what that section's **Sources:** line cites: the same
+    article sections, or `own hypothesis`."""
+    sources = cited(claim.id, claim.source)
+    assert sources, f"{claim.source!r}: not 'docs/claims.md §{claim.id} (articles ...)' nor '... ({OWN_HYPOTHESIS})'"
+    assert f"**Sources:** {sources}\n" in _doc_sections()[claim.id]
+    for article in re.findall(r"\b00\d\b", sources):
         assert f"| {article} |" in DOCS.read_text()  # listed among the articles
+
+
+def test_a_source_cites_article_sections_or_an_own_hypothesis():
+    assert cited("C14", "docs/claims.md §C14 (own hypothesis)") == "own hypothesis"
+    assert cited("C14", "docs/claims.md §C14 (articles 002 §3, 003 §2)") == "002 §3, 003 §2"
+    for bad in ("docs/claims.md §C14 (own)", "docs/claims.md §C14", "docs/claims.md §C1 (own hypothesis)", "docs"):
+        assert cited("C14", bad) is None, bad
 
 
 def test_a_claim_is_rejected_with_an_unknown_kind_or_without_its_experiment():
