@@ -11,11 +11,11 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from ffnbench.accounting import ParamBreakdown, bytes_of, count_flops, count_params, ffn_forward_flops
 from ffnbench.cli import user_errors_exit
-from ffnbench.ffn import FFNSpec, ffn_param_count
-from ffnbench.model import ModelConfig
-from ffnbench.reference import DOC_SEQ_LEN, reference_model, reference_models
+from ffnbench.model.accounting import ParamBreakdown, bytes_of, count_flops, count_params, ffn_forward_flops
+from ffnbench.model.ffn import FFNSpec, ffn_param_count
+from ffnbench.model.model import ModelConfig
+from ffnbench.model.reference import DOC_SEQ_LEN, reference_model, reference_models
 
 
 def _mb(n_bytes: int) -> str:
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     if overrides:  # compose first, so a bad override fails before anything is printed
         from ffnbench.config.compose import compose
         from ffnbench.config.schema import model_config
-        from ffnbench.tokenizer import vocab_size_for
+        from ffnbench.data.tokenizer import vocab_size_for
 
         cfg = compose(overrides)
         mcfg = model_config(cfg, vocab_size_for(cfg.data))

@@ -20,28 +20,18 @@ import lightning as L
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig
 
-from ffnbench.accounting import count_flops, count_params
-from ffnbench.callbacks import (
-    NoProfiler,
-    PeriodicCheckpoint,
-    PreemptionSignal,
-    StepProgressBar,
-    StepTimes,
-    WorldSizeCheck,
-)
+from ffnbench.claims.lr_protocol import check_protocols
 from ffnbench.cli import user_errors_exit
-from ffnbench.compiling import CompileWatch
 from ffnbench.config.compose import check_overrides
 from ffnbench.config.identity import with_hardware
 from ffnbench.config.schema import OptimConfig, TrainerConfig, run_spec, to_container
 from ffnbench.data import LMDataModule, check_windows
+from ffnbench.data.tokenizer import vocab_size_for
 from ffnbench.errors import ConfigError, FFNBenchError
-from ffnbench.ffn import size_ffn
 from ffnbench.fileio import write_json_atomic
-from ffnbench.loggers import finish_wandb, make_loggers, quiet_lightning, wandb_mode
-from ffnbench.lr_protocol import check_protocols
-from ffnbench.model import ModelConfig
-from ffnbench.module import LMModule
+from ffnbench.model.accounting import count_flops, count_params
+from ffnbench.model.ffn import size_ffn
+from ffnbench.model.model import ModelConfig
 from ffnbench.placement import (
     DeviceSetup,
     claim_devices,
@@ -52,9 +42,8 @@ from ffnbench.placement import (
     resolve_device_setup,
     share_cpu_threads,
 )
-from ffnbench.progress import progress_line
-from ffnbench.result import RESULT_FILE, RunResult
-from ffnbench.rundir import (
+from ffnbench.runs.result import RESULT_FILE, RunResult
+from ffnbench.runs.rundir import (
     RUN_CONFIG_FILE,
     RunLock,
     RunPlan,
@@ -64,8 +53,19 @@ from ffnbench.rundir import (
     remove_failed_start,
     resolve_run_dir,
 )
-from ffnbench.throughput import ThroughputMonitor, peak_flops
-from ffnbench.tokenizer import vocab_size_for
+from ffnbench.sweep.progress import progress_line
+from ffnbench.training.callbacks import (
+    NoProfiler,
+    PeriodicCheckpoint,
+    PreemptionSignal,
+    StepProgressBar,
+    StepTimes,
+    WorldSizeCheck,
+)
+from ffnbench.training.compiling import CompileWatch
+from ffnbench.training.loggers import finish_wandb, make_loggers, quiet_lightning, wandb_mode
+from ffnbench.training.module import LMModule
+from ffnbench.training.throughput import ThroughputMonitor, peak_flops
 
 quiet_lightning()
 

@@ -50,7 +50,7 @@ def no_network(monkeypatch):
 HOLD_RUN = """
 import sys, time
 from pathlib import Path
-from ffnbench.rundir import RunLock
+from ffnbench.runs.rundir import RunLock
 assert RunLock(Path(sys.argv[1])).acquire() is None
 print("held", flush=True)
 time.sleep(300)

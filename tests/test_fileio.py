@@ -147,4 +147,4 @@ def test_unreadable_records_name_the_file_and_the_problem(tmp_path, content, mes
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     with pytest.raises(CorruptRecord, match=f"^{re.escape(str(path))}: {message}"):
         read_json(path)
-    # (A record's own checks, its status and schema, are RunResult's: tests/test_result.py.)
+    # (A record's own checks, its status and schema, are RunResult's: tests/runs/test_result.py.)

@@ -17,8 +17,8 @@ from micro_runs import MICRO, micro, run_cli
 
 from ffnbench.config.compose import compose
 from ffnbench.errors import ConfigError, DataError
-from ffnbench.result import RESULT_FILE, RunResult
-from ffnbench.rundir import RUN_CONFIG_FILE
+from ffnbench.runs.result import RESULT_FILE, RunResult
+from ffnbench.runs.rundir import RUN_CONFIG_FILE
 from ffnbench.train import train
 
 

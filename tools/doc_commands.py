@@ -40,7 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHELL_LANGS = {"sh", "bash", "shell"}
-# inline code spans that are commands a reader would copy (paths such as `ffnbench/ffn.py` are not)
+# inline code spans that are commands a reader would copy (paths such as `ffnbench/model/ffn.py` are not)
 INLINE_COMMAND = re.compile(r"^(make(\s|$)|python3?(\.\d+)?\s|\.venv/bin/|\./\.ci/|\.ci/|pip\s|wandb\s|git\s"
                             r"|ffnbench\s+[a-z<]|experiments/\S+\.sh(\s|$))")
 FENCE = re.compile(r"^(```|~~~)\s*([\w-]*)")

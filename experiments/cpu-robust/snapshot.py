@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ffnbench.fileio import atomic_file, write_json_atomic
-from ffnbench.result import RunResult
+from ffnbench.runs.result import RunResult
 
 HERE = Path(__file__).parent
 ROOT = Path("runs/cpu_robust")  # campaign.sh's run directory, relative to the repository root

@@ -48,7 +48,7 @@ SIZES: Mapping[str, Sizes] = {
 
 def measure(session: BenchSession) -> dict[str, Any]:
     """The alignment record: settings, load, one row per (d_ff, multiple_of) of ALIGNMENT_ROWS, notes."""
-    from ffnbench.ffn import FeedForward, FFNSpec, ffn_matmul_params
+    from ffnbench.model.ffn import FeedForward, FFNSpec, ffn_matmul_params
 
     s: Sizes = session.sizes[NAME]
     d = s.d_model

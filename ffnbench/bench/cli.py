@@ -34,7 +34,7 @@ from ffnbench.bench.timing import LoadMeter, load_snapshot
 from ffnbench.cli import user_errors_exit
 from ffnbench.errors import ConfigError
 from ffnbench.placement import resolve_accelerator, torch_device
-from ffnbench.provenance import git_revision
+from ffnbench.runs.provenance import git_revision
 
 
 class Benchmark(Protocol):
@@ -108,7 +108,7 @@ def check_label(label: str) -> str:
 
 def machine(label: str, accelerator: str) -> dict[str, Any]:
     """The `machine` block of every benchmark file: provenance.machine_record, the label, and the software versions."""
-    from ffnbench.provenance import machine_record, versions
+    from ffnbench.runs.provenance import machine_record, versions
 
     v = versions()
     return {"label": label, **machine_record(accelerator), "torch": v["torch"], "python": v["python"], "versions": v}

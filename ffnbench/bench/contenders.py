@@ -17,9 +17,9 @@ from omegaconf import DictConfig
 
 from ffnbench.bench.session import BenchSession
 from ffnbench.bench.timing import time_call
-from ffnbench.result import RunResult
-from ffnbench.step import clip_gradients, train_step
-from ffnbench.throughput import sync
+from ffnbench.runs.result import RunResult
+from ffnbench.training.step import clip_gradients, train_step
+from ffnbench.training.throughput import sync
 
 
 @contextlib.contextmanager
@@ -253,9 +253,9 @@ class HandLoop:
     def __init__(self, session: BenchSession, cfg, mcfg=None, batches: Callable[[int], tuple] | None = None,
                  compile: bool | None = None, compile_mode: str = "default"):
         from ffnbench.config.schema import model_config
-        from ffnbench.model import GPT, compile_blocks
-        from ffnbench.module import build_optimizer
-        from ffnbench.tokenizer import vocab_size_for
+        from ffnbench.data.tokenizer import vocab_size_for
+        from ffnbench.model.model import GPT, compile_blocks
+        from ffnbench.training.module import build_optimizer
 
         self.session, self.device = session, session.device
         self.mcfg = mcfg or model_config(cfg, vocab_size_for(cfg.data))

@@ -40,7 +40,7 @@ from ffnbench.cli import user_errors_exit
 from ffnbench.config.schema import TrainerConfig
 from ffnbench.errors import ConfigError
 from ffnbench.placement import nvidia_driver_version, resolve_device_setup, resolve_precision, why_no_cuda
-from ffnbench.provenance import git_revision
+from ffnbench.runs.provenance import git_revision
 
 TIME_BUDGET_S = 480  # what the sizes below aim at on one datacenter GPU; the record says what it took
 TRAIN_MODELS = ("small", "base")
@@ -152,7 +152,7 @@ def gpu_label(device_name: str) -> str:
 
 def software() -> dict[str, Any]:
     """torch, CUDA, driver, cuDNN, Triton and the GPUs, as the records keep them."""
-    from ffnbench.provenance import versions
+    from ffnbench.runs.provenance import versions
 
     gpus = [{"index": i, "name": torch.cuda.get_device_name(i),
              "capability": ".".join(map(str, torch.cuda.get_device_capability(i))),

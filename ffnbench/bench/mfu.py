@@ -42,7 +42,7 @@ SIZES: Mapping[str, Sizes] = {
 
 def gpu_peak(session: BenchSession) -> dict[str, Any]:
     """The denominator of MFU on a GPU: the datasheet dense peak at the session's precision, and its source."""
-    from ffnbench.throughput import gpu_peak_flops
+    from ffnbench.training.throughput import gpu_peak_flops
 
     name = torch.cuda.get_device_name(session.device)
     peak = gpu_peak_flops(name, session.precision)
@@ -53,7 +53,7 @@ def gpu_peak(session: BenchSession) -> dict[str, Any]:
 
 def cpu_peak(session: BenchSession, probe_readings: list[float]) -> dict[str, Any]:
     """The denominator of MFU on a CPU: the best probe reading taken here, next to what training runs use."""
-    from ffnbench.throughput import cpu_peak_flops
+    from ffnbench.training.throughput import cpu_peak_flops
 
     return {"peak_flops": max(probe_readings),
             "source": "measured: throughput.measure_cpu_peak_flops, the best reading",
@@ -80,10 +80,10 @@ def _add_mfu(session: BenchSession, row: dict[str, Any], peak: float | None) -> 
 
 def measure(session: BenchSession) -> dict[str, Any]:
     """The MFU record: settings, load, one row per model of `Sizes.models`, the peak, notes."""
-    from ffnbench.accounting import count_flops
     from ffnbench.config.schema import model_config
-    from ffnbench.throughput import measure_cpu_peak_flops
-    from ffnbench.tokenizer import vocab_size_for
+    from ffnbench.data.tokenizer import vocab_size_for
+    from ffnbench.model.accounting import count_flops
+    from ffnbench.training.throughput import measure_cpu_peak_flops
 
     s: Sizes = session.sizes[NAME]
     rows, probe_readings = [], []

@@ -115,7 +115,7 @@ def compare(session: BenchSession, model: str, steps: tuple[int, int, int], opti
 
 def _stats_trial(session: BenchSession, cfg, with_stats: bool, inner: int) -> Callable[[], float]:
     """Seconds per validation forward of one batch, with or without the FFN activation statistics."""
-    from ffnbench.ffn import ActivationStats
+    from ffnbench.model.ffn import ActivationStats
 
     loop = HandLoop(session, cfg)
     model = loop.model.eval()

@@ -12,7 +12,7 @@ import torch
 
 from ffnbench.bench.contenders import quiet
 from ffnbench.bench.session import BenchSession
-from ffnbench.throughput import sync
+from ffnbench.training.throughput import sync
 
 
 def lightning_floor(session: BenchSession, steps: int, reps: int = 3) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def lightning_floor(session: BenchSession, steps: int, reps: int = 3) -> dict[st
     least) and the differences."""
     import lightning as L
 
-    from ffnbench.callbacks import NoProfiler
+    from ffnbench.training.callbacks import NoProfiler
 
     device = session.device
     x = torch.ones(4, 1, device=device)

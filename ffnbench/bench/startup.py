@@ -64,7 +64,7 @@ class StartupRun:
                 f"hydra.run.dir={run_dir}"]
 
     def __call__(self) -> float:
-        from ffnbench.callbacks import STEP_TIMES_ENV
+        from ffnbench.training.callbacks import STEP_TIMES_ENV
 
         self.n += 1
         tag = f"startup-{self.name}-{self.n}"

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ffnbench.bench.session import BenchSession
-from ffnbench.throughput import sync
+from ffnbench.training.throughput import sync
 
 # ---------------------------------------------------------------------------------------------------------
 # Statistics of repeated measurements

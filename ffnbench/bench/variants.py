@@ -64,7 +64,7 @@ def measure(session: BenchSession) -> dict[str, Any]:
 
 def _variant_row(name: str, spec, base, n_tokens: int, trials: dict[str, Trial],
                  results: dict[str, list[float]], ms: dict[str, dict]) -> dict[str, Any]:
-    from ffnbench.ffn import size_ffn
+    from ffnbench.model.ffn import size_ffn
 
     size = size_ffn(spec, base.d_model)
     row: dict[str, Any] = {"variant": name, "gated": spec.gated, "d_model": base.d_model,
@@ -87,8 +87,8 @@ def _variant_row(name: str, spec, base, n_tokens: int, trials: dict[str, Trial],
 
 def _measure(session: BenchSession) -> dict[str, Any]:
     from ffnbench.config.schema import model_config
-    from ffnbench.ffn import VARIANTS, FeedForward, FFNSpec
-    from ffnbench.tokenizer import vocab_size_for
+    from ffnbench.data.tokenizer import vocab_size_for
+    from ffnbench.model.ffn import VARIANTS, FeedForward, FFNSpec
 
     s: Sizes = session.sizes[NAME]
     names = list(s.variants or VARIANTS)

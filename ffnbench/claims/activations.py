@@ -17,7 +17,7 @@ from ffnbench.claims.pairing import (
     without_factor,
 )
 from ffnbench.claims.runs import summary_of
-from ffnbench.ffn import FeedForward, FFNSpec
+from ffnbench.model.ffn import FeedForward, FFNSpec
 from ffnbench.stats.intervals import one_sample
 from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_better
 

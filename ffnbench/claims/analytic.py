@@ -3,10 +3,10 @@ the reference models (docs/claims.md §C2, §C10–§C12). No run is needed."""
 
 from __future__ import annotations
 
-from ffnbench.accounting import ParamBreakdown, bytes_of, count_params, ffn_forward_flops
 from ffnbench.claims.claim import Evidence, Observations
-from ffnbench.ffn import FeedForward, FFNSpec, size_ffn
-from ffnbench.reference import DOC_SEQ_LEN, reference_model, reference_models
+from ffnbench.model.accounting import ParamBreakdown, bytes_of, count_params, ffn_forward_flops
+from ffnbench.model.ffn import FeedForward, FFNSpec, size_ffn
+from ffnbench.model.reference import DOC_SEQ_LEN, reference_model, reference_models
 from ffnbench.stats.verdicts import CONTRADICTED, SUPPORTED, Verdict
 
 
@@ -96,7 +96,7 @@ def c11(obs: Observations) -> Evidence:
         ("≈ 4.8e9 for BERT-base, n = 512", _exact(f"{formula:.1e}" == "4.8e+09", f"{formula:.4g}")),
     ])
     ev.effect = f"4·{n}·{d}·{d_ff} = {formula:.4g}; FlopCounterMode: {measured:.4g}"
-    ev.details = [f"- formula 4·n·d·d_ff: {formula:,}", f"- ffnbench.accounting.ffn_forward_flops: {analytic:,}",
+    ev.details = [f"- formula 4·n·d·d_ff: {formula:,}", f"- ffnbench.model.accounting.ffn_forward_flops: {analytic:,}",
                   f"- torch FlopCounterMode on a BERT-base FeedForward (GELU, biases) over {n} tokens: {measured:,} "
                   "(biases and the activation are not matmul FLOPs and are not counted)"]
     return ev

@@ -19,7 +19,7 @@ KINDS = ("analytic", "trained", "benchmark")
 @dataclass(frozen=True)
 class Observations:
     """What the claims are judged on: the sweep's judged runs, finished and diverged (the loss statistics use
-    the finished ones), its lr-tuning runs (ffnbench.tuning: they only choose lrs, in compare_sides) and the
+    the finished ones), its lr-tuning runs (ffnbench.sweep.tuning: they only choose lrs, in compare_sides) and the
     alignment benchmark files found for C9."""
 
     runs: tuple[Run, ...]

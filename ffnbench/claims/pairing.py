@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ffnbench.claims.formatting import fmt_interval
+from ffnbench.claims.lr_protocol import best_lr
 from ffnbench.claims.runs import (
     Run,
     Setting,
@@ -26,7 +27,6 @@ from ffnbench.claims.runs import (
     run_by_seed,
     setting_without,
 )
-from ffnbench.lr_protocol import best_lr
 from ffnbench.stats.bootstrap import hierarchical_bootstrap
 from ffnbench.stats.intervals import Paired, compare
 from ffnbench.stats.rates import rate_difference
@@ -302,7 +302,7 @@ def _lrs(runs: list[Run]) -> tuple[set[float], set[float]]:
 
 def _best_lr_runs(side: list[Run], tuned: bool) -> tuple[float, tuple[Run, ...]] | None:
     """The side's best lr and the runs judged at it: chosen on the tuning runs and judged on the others when
-    the group has tuning runs (as ffnbench.tuning chose it), else chosen and judged on the same runs. None without
+    the group has tuning runs (as ffnbench.sweep.tuning chose it), else chosen and judged on the same runs. None without
     a finished tuning lr, or, untuned, without two lrs to choose from."""
     pool = [r for r in side if r.role == "tuning"] if tuned else side
     if len(_lrs(pool)[0]) < (1 if tuned else 2):  # tuning runs choose even when one lr finished: make sweep did

@@ -81,7 +81,7 @@ CLAIMS: tuple[Claim, ...] = (
                   "LLaMA-7B's 11008 is 2/3·4·4096 = 10922.67 rounded up to a multiple of 256.",
         source="docs/claims.md §C2 (articles 001 §3.4.4, 002 §3.4 and §6.2, 004 §8)",
         kind="analytic",
-        needs="none (exact counts from ffnbench.ffn.size_ffn); lists the budget match of trained gated runs",
+        needs="none (exact counts from ffnbench.model.ffn.size_ffn); lists the budget match of trained gated runs",
         rule="supported iff the exact integer counts are equal (3·768·2048 = 2·768·3072 = 8·768²) and LLaMA-7B's "
              "sizing gives 10922.67 → 11008",
         why="Three d×h matrices hold as many weights as two d×4d ones exactly when h = 8/3·d.",
@@ -210,7 +210,7 @@ CLAIMS: tuple[Claim, ...] = (
         statement="The FFN holds about 2/3 of a block's parameters (BERT-base: FFN 4.7M vs attention 2.4M).",
         source="docs/claims.md §C10 (articles 002 introduction, 000 example 1)",
         kind="analytic",
-        needs="none (ffnbench.accounting.count_params on BERT-base, GPT-2 small, LLaMA-7B)",
+        needs="none (ffnbench.model.accounting.count_params on BERT-base, GPT-2 small, LLaMA-7B)",
         rule="supported iff every reference model's FFN ÷ (FFN + attention) is within 2/3 ± 0.01 and BERT-base's "
              "per-layer counts round to 4.7M and 2.4M",
         why="A 4× FFN has 8d² weights against attention's 4d²: 8/12 = 2/3.",
@@ -221,7 +221,7 @@ CLAIMS: tuple[Claim, ...] = (
         statement="An FFN layer costs ≈ 4·n·d_model·d_ff FLOPs over n tokens: 4.8e9 for BERT-base at n = 512.",
         source="docs/claims.md §C11 (article 000 example 2)",
         kind="analytic",
-        needs="none (the formula, ffnbench.accounting, and torch's FlopCounterMode on a BERT-base FeedForward)",
+        needs="none (the formula, ffnbench.model.accounting, and torch's FlopCounterMode on a BERT-base FeedForward)",
         rule="supported iff the formula, the accounting module and FlopCounterMode give the same integer and it "
              "rounds to 4.8e9",
         why="Two d×d_ff matmuls per token at 2 FLOPs per multiply-add: 2·2·d·d_ff per token.",
@@ -233,7 +233,7 @@ CLAIMS: tuple[Claim, ...] = (
                   "18.9 MB per layer in fp32, ≈227 MB for 12 layers.",
         source="docs/claims.md §C12 (articles 000 table, 002 §3.4)",
         kind="analytic",
-        needs="none (ffnbench.accounting.count_params on the reference models)",
+        needs="none (ffnbench.model.accounting.count_params on the reference models)",
         rule="supported iff every number matches the exact count rounded to the documents' precision",
         why="The documents' table is arithmetic on the models' published shapes; it must come out the same.",
         evaluate=c12,

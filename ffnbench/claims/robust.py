@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ffnbench.claims.formatting import fmt_interval
+from ffnbench.claims.lr_protocol import ROBUST_MIN_LRS, ROBUST_MIN_SEEDS, bracketing
 from ffnbench.claims.pairing import (
     FRESH_SEEDS,
     Comparison,
@@ -32,7 +33,6 @@ from ffnbench.claims.pairing import (
     without_factor,
 )
 from ffnbench.claims.runs import Run, outcomes_by_seed, run_by_seed
-from ffnbench.lr_protocol import ROBUST_MIN_LRS, ROBUST_MIN_SEEDS, bracketing
 from ffnbench.stats.bootstrap import hull, nested_lr_bootstrap
 from ffnbench.stats.intervals import Paired
 from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_better

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ffnbench.result import RunResult, finite
+from ffnbench.runs.result import RunResult, finite
 from ffnbench.stats.intervals import Summary, summarize
 
 # The model factors a run's setting names: runs that agree on all of them are comparable.

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
+from ffnbench.claims.lr_protocol import best_lr, chosen_lrs, tuning_key
 from ffnbench.claims.pairing import PairKey, matched_key
 from ffnbench.claims.robust import LONGER, LR_TUNING_ONLY, Robustness, cell_check
 from ffnbench.claims.runs import Run, Setting, describe_setting, group_by, is_reference, per_seed_mean, stat_of
-from ffnbench.lr_protocol import best_lr, chosen_lrs, tuning_key
 from ffnbench.stats.intervals import Summary, summarize_fraction
 from ffnbench.stats.multiplicity import holm
 from ffnbench.stats.verdicts import (

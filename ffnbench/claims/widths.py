@@ -10,9 +10,9 @@ from typing import NamedTuple
 import ffnbench.claims.robust as robust
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
+from ffnbench.claims.lr_protocol import chosen_lrs, tuning_key
 from ffnbench.claims.pairing import FRESH_SEEDS, ONE_LR, Comparison, PairKey
 from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, outcomes_by_seed, summary_of
-from ffnbench.lr_protocol import chosen_lrs, tuning_key
 from ffnbench.stats.intervals import compare
 from ffnbench.stats.verdicts import INCONCLUSIVE, Verdict
 
@@ -27,7 +27,7 @@ class Series(NamedTuple):
     setting: Setting
     bias: bool
     multiple_of: int
-    lr: float | None  # None: each width at its own tuned lr (ffnbench.tuning)
+    lr: float | None  # None: each width at its own tuned lr (ffnbench.sweep.tuning)
 
 
 def _width_series(obs: Observations, act: str, fixed_budget: bool) -> dict[Series, dict[float, list[Run]]]:

@@ -111,7 +111,7 @@ HYDRA_READS = ("hydra.job", "hydra.searchpath", "hydra.runtime", "hydra.override
 
 def _compose_job(overrides: list[str], config_name: str, return_hydra_config: bool, cache: dict) -> DictConfig:
     """One job's config, from the composition of its config groups (cached) and its value overrides; what
-    `hydra.compose` returns for it (tests/test_config_compose.py compares the two for every preset's jobs)."""
+    `hydra.compose` returns for it (tests/config/test_compose.py compares the two for every preset's jobs)."""
     from hydra import compose as hydra_compose
     from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
     from hydra.core.global_hydra import GlobalHydra

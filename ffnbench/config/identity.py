@@ -32,8 +32,8 @@ NON_IDENTITY_KEYS = (
     "trainer.inner_steps",  # how many optimizer steps one Lightning batch holds: the same steps, in the same order
     "trainer.loss_chunk",  # how the loss is computed (model.LossHead), as trainer.compile: the same loss up to rounding
     "model.max_budget_mismatch",  # a bound that refuses a config; it changes nothing a run computes
-    "lr_protocol",  # which runs a sweep makes to choose an lr (ffnbench.lr_protocol), not what one computes
-    "instability",  # the thresholds that name a run's instabilities when it is recorded (ffnbench.instability)
+    "lr_protocol",  # which runs a sweep makes to choose an lr (ffnbench.claims.lr_protocol), not what one computes
+    "instability",  # the thresholds that name a run's instabilities when it is recorded (ffnbench.runs.instability)
     "hydra",
 )
 
@@ -69,7 +69,7 @@ def with_hardware(config: dict, accelerator: str | None, precision: str | None) 
 
 def identity_diff(a: Mapping, b: Mapping, ignore: Iterable[str] = NON_IDENTITY_KEYS) -> dict[str, tuple]:
     """Keys whose values differ between two resolved configs of today's form (a stored one is read through
-    ffnbench.migrate), ignoring the keys that don't change what a run computes. {key: (a_value, b_value)}; a key
+    ffnbench.runs.migrate), ignoring the keys that don't change what a run computes. {key: (a_value, b_value)}; a key
     one config lacks counts as None."""
     keep = _kept(ignore)
     fa, fb = flatten(a), flatten(b)

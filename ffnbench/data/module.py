@@ -18,8 +18,8 @@ from ffnbench.data.batches import TokenWindows, TrainBatches, ValBatches, check_
 from ffnbench.data.cache import TOKEN_BYTES_FILE, cached_metas, prepare_corpus, token_dir, train_unigram_loss
 from ffnbench.data.config import DataConfig, data_config
 from ffnbench.data.corpus import SPLITS
+from ffnbench.data.tokenizer import tokenizer_id, vocab_size_for
 from ffnbench.errors import DataError
-from ffnbench.tokenizer import tokenizer_id, vocab_size_for
 
 
 class LMDataModule(L.LightningDataModule):

@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from ffnbench.data.config import DataConfig
+from ffnbench.data.tokenizer import unreachable
 from ffnbench.errors import ConfigError, DataError, FFNBenchError
-from ffnbench.tokenizer import unreachable
 
 TEXT_SUFFIXES = (".txt", ".md")  # one document per file
 TABLE_BUILDERS = {".parquet": "parquet", ".jsonl": "json"}  # one document per row

@@ -12,7 +12,7 @@ from ffnbench.report.figures import draw_figures
 from ffnbench.report.layout import FIGURES_DIR, REPORT_FILE, RESULTS_FILE
 from ffnbench.report.load import Loaded, load
 from ffnbench.report.sections import render
-from ffnbench.rundir import SWEEP_MANIFEST
+from ffnbench.runs.rundir import SWEEP_MANIFEST
 
 
 def write_results(runs: list[Run], path: Path) -> None:
@@ -33,7 +33,7 @@ def build(loaded: Loaded, out_dir: Path, source_arg: str,
     results_path = out_dir / RESULTS_FILE
     if not (results_path.exists() and Path(str(loaded.source)).resolve() == results_path.resolve()):
         # a report rebuilt from a published results.jsonl leaves that file as published (its records may be of an
-        # earlier schema, read through ffnbench.migrate)
+        # earlier schema, read through ffnbench.runs.migrate)
         write_results(loaded.runs, results_path)
     if loaded.manifest and not (out_dir / SWEEP_MANIFEST).exists():  # a published copy keeps its sweep's command
         write_json_atomic(out_dir / SWEEP_MANIFEST, loaded.manifest)

@@ -11,7 +11,7 @@ import ffnbench.report.wandb as wandb_runs
 from ffnbench.cli import user_errors_exit
 from ffnbench.report.build import build, write_report
 from ffnbench.report.load import RUNS_ROOT, latest_sweep
-from ffnbench.rundir import SWEEP_MANIFEST
+from ffnbench.runs.rundir import SWEEP_MANIFEST
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -1,7 +1,7 @@
 """How the report groups runs, for its tables and its figures alike: one comparison per (model setting, lr),
 the sweep's most common one first, and the variants of a comparison in a fixed order (the activations in
 ffn.VARIANTS order, then sizing, ratio, bias, rounding). Judged runs at the lr their tuning runs chose
-(ffnbench.tuning) form one comparison per setting, "each at its tuned lr" (lr None), and stay in the comparison
+(ffnbench.sweep.tuning) form one comparison per setting, "each at its tuned lr" (lr None), and stay in the comparison
 of their own lr too wherever another run was judged at that lr (e.g. an explicit lr grid); tuning runs are in
 none."""
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ffnbench.claims import Run, group_by
-from ffnbench.ffn import VARIANTS
-from ffnbench.lr_protocol import chosen_lrs, tuning_key
+from ffnbench.claims.lr_protocol import chosen_lrs, tuning_key
+from ffnbench.model.ffn import VARIANTS
 
 _ACT_ORDER = {name: i for i, name in enumerate(VARIANTS)}
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ffnbench.claims import Run, describe_setting, group_by, stat_of, summary_of
-from ffnbench.lr_protocol import best_lr, median_losses
+from ffnbench.claims.lr_protocol import best_lr, median_losses
 from ffnbench.report.comparisons import mean_of, primary_runs, variant_order
 from ffnbench.report.instabilities import kinds_of
 from ffnbench.report.lrgrid import families, figure_name, grid_lrs, plotted
@@ -52,7 +52,7 @@ def fig_loss_vs_ratio(runs: list[Run], out: Path) -> str | None:
     """Loss against d_ff / d_model, one line per ungated activation and budget with at least two ratios, from the
     judged runs: where a width had tuning runs, its judged runs at the lr they chose (the tuned points that decide
     C1), else one line per lr."""
-    from ffnbench.lr_protocol import chosen_lrs, tuning_key
+    from ffnbench.claims.lr_protocol import chosen_lrs, tuning_key
 
     chosen = chosen_lrs(runs)
 

@@ -1,4 +1,4 @@
-"""REPORT.md's "Instabilities" section, and each run's instabilities (ffnbench.instability): as its record holds
+"""REPORT.md's "Instabilities" section, and each run's instabilities (ffnbench.runs.instability): as its record holds
 them, or, for a record written before they were recorded, recounted from its curves with the thresholds of its
 config (the defaults where it names none) and the unigram loss of its corpus (computed from the corpus, which
 `ffnbench.data` prepares offline for the local sources, when the record does not hold it)."""
@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from ffnbench.claims import Run, describe_setting, group_by
-from ffnbench.instability import KINDS, Instability, Thresholds, detect
 from ffnbench.report.comparisons import variant_order
+from ffnbench.runs.instability import KINDS, Instability, Thresholds, detect
 from ffnbench.tables import markdown_table
 
 

@@ -11,17 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ffnbench.claims import MODEL_FACTORS, RUN_FACTORS, Run
+from ffnbench.claims.lr_protocol import mark_neighbours
 from ffnbench.config.identity import NON_IDENTITY_KEYS, flatten, identity_diff
 from ffnbench.errors import FFNBenchError
 from ffnbench.fileio import CorruptRecord, read_json
-from ffnbench.lr_protocol import mark_neighbours
-from ffnbench.result import RESULT_FILE, RunResult
-from ffnbench.rundir import RUN_CONFIG_FILE, SWEEP_MANIFEST
+from ffnbench.runs.result import RESULT_FILE, RunResult
+from ffnbench.runs.rundir import RUN_CONFIG_FILE, SWEEP_MANIFEST
 
 RUNS_ROOT = Path("runs")
 # The factors ffnbench studies: runs that differ only in these (and in where/how they were observed) can be
 # pooled into one report. Anything else (token budget, data, weight decay, ...) makes them incomparable.
-# `tuning` is a run's role (ffnbench.tuning): an lr-tuning run is pooled with the runs it chose an lr for.
+# `tuning` is a run's role (ffnbench.sweep.tuning): an lr-tuning run is pooled with the runs it chose an lr for.
 STUDIED = ("ffn", "seed", "optim.lr", "tuning", *(f"model.{k}" for k in MODEL_FACTORS),
            *(f"{g}.{k}" for g, k in RUN_FACTORS))
 POOLABLE = (*NON_IDENTITY_KEYS, "name", *STUDIED)

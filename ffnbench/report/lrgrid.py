@@ -17,9 +17,9 @@ import math
 import statistics
 from collections.abc import Iterable
 
+from ffnbench.claims.lr_protocol import NOT_BRACKETED, best_lr, bracketing, median_losses
 from ffnbench.claims.pairing import shared_lr_differences
 from ffnbench.claims.runs import Run, Setting, describe_setting, group_by, outcomes_by_seed
-from ffnbench.lr_protocol import NOT_BRACKETED, best_lr, bracketing, median_losses
 from ffnbench.report.comparisons import variant_order
 from ffnbench.report.layout import FIGURES_DIR
 from ffnbench.stats.intervals import Paired

@@ -1,4 +1,4 @@
-"""REPORT.md's "Learning rates" section: for each variant whose lr was tuned (ffnbench.tuning), the lrs its
+"""REPORT.md's "Learning rates" section: for each variant whose lr was tuned (ffnbench.sweep.tuning), the lrs its
 tuning runs tried, their median final loss, instabilities and divergences, the lr chosen (lr_protocol.best_lr, the
 rule `make sweep` applied) and why; an lr at the edge of its grid is named "optimum not bracketed", since a better
 one may lie beyond."""
@@ -6,7 +6,7 @@ one may lie beyond."""
 from __future__ import annotations
 
 from ffnbench.claims import Run, describe_setting, group_by
-from ffnbench.lr_protocol import best_lr, describe_choice, median_losses, tuning_key
+from ffnbench.claims.lr_protocol import best_lr, describe_choice, median_losses, tuning_key
 from ffnbench.report.comparisons import variant_order
 from ffnbench.report.instabilities import instabilities
 from ffnbench.tables import markdown_table
@@ -47,6 +47,6 @@ def lr_section(runs: list[Run]) -> list[str]:
     return ["## Learning rates", "",
             "Each variant marked here was judged at the lr its own tuning runs chose (seeds that are never judged), "
             "then compared on fresh seeds: the lr with the lowest median final loss over its tuning seeds, a diverged "
-            "seed counting as +∞ (ffnbench/lr_protocol.py). \"unstable\": a tuning run with a plateau or a spike "
+            "seed counting as +∞ (ffnbench/claims/lr_protocol.py). \"unstable\": a tuning run with a plateau or a spike "
             "(Instabilities below).", "",
             *markdown_table(HEADER, rows), ""]

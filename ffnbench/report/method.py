@@ -109,7 +109,7 @@ def robustness_line(results: list[ClaimResult]) -> str:
 
 
 def instability_line(runs: list[Run]) -> str:
-    from ffnbench.instability import Thresholds
+    from ffnbench.runs.instability import Thresholds
 
     thresholds = {Thresholds.from_config((r.result.config or {}).get("instability")) for r in runs} or {Thresholds()}
     return ("- **Instabilities** (recorded per run, outcomes of their variant at their lr, never dropped): "
@@ -132,7 +132,7 @@ def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
              "step-down procedure over the parts that carry a p-value (exact and analytic parts are not corrected).",
              "- **Learning rate (protocol per verdict):** " + ("; ".join(protocols) or "no trained claim") + ". "
              "A tuned lr is the one with the lowest median final loss over its tuning seeds, a diverged seed counting "
-             "as +∞ (ffnbench/lr_protocol.py); a robust preset asks ≥ 7 lrs spaced ×√2 on the same ≥ 3 seeds and "
+             "as +∞ (ffnbench/claims/lr_protocol.py); a robust preset asks ≥ 7 lrs spaced ×√2 on the same ≥ 3 seeds and "
              "extends a grid whose choice sits at its edge before any judged run.",
              grids_line(runs),
              robustness_line(results),

@@ -94,8 +94,8 @@ def _preactivation_std(config_json: str) -> float | None:
     import torch
 
     from ffnbench.config.schema import run_spec
-    from ffnbench.model import GPT
-    from ffnbench.tokenizer import vocab_size_for
+    from ffnbench.data.tokenizer import vocab_size_for
+    from ffnbench.model.model import GPT
 
     config = json.loads(config_json)
     try:

@@ -13,9 +13,9 @@ from typing import Any
 
 from ffnbench.claims import ClaimResult
 from ffnbench.errors import FFNBenchError
-from ffnbench.migrate import migrate_config
 from ffnbench.report.load import Loaded, Unused, checked, classify
-from ffnbench.result import METRICS, RunResult, ffn_record, model_record, summary_key
+from ffnbench.runs.migrate import migrate_config
+from ffnbench.runs.result import METRICS, RunResult, ffn_record, model_record, summary_key
 
 # W&B run states → result.json statuses (a W&B summary's own "status", logged by train.py, wins)
 WANDB_STATES = {"finished": "finished", "running": "running", "crashed": "failed", "failed": "failed",
@@ -25,8 +25,8 @@ WANDB_STATES = {"finished": "finished", "running": "running", "crashed": "failed
 def check_wandb_online() -> None:
     """Fail at once, with the fix, wherever the W&B API cannot answer: offline mode, no credentials, or no
     route to the server (a short socket probe, so an offline machine does not sit in the client's retries)."""
-    from ffnbench.loggers import has_wandb_credentials, wandb_host
-    from ffnbench.tokenizer import unreachable
+    from ffnbench.data.tokenizer import unreachable
+    from ffnbench.training.loggers import has_wandb_credentials, wandb_host
 
     mode = os.environ.get("WANDB_MODE", "").lower()
     if mode in ("offline", "disabled", "dryrun"):
@@ -52,10 +52,10 @@ def require_workspaces() -> None:
 def record_from_wandb(run: Any) -> RunResult:
     """A W&B run (its config is the resolved Hydra config, its summary RunResult.wandb_summary) as a RunResult,
     as far as W&B holds it; sizes are recomputed from the config with ffnbench's accounting."""
-    from ffnbench.accounting import count_params
     from ffnbench.config.schema import model_config
-    from ffnbench.ffn import size_ffn
-    from ffnbench.tokenizer import vocab_size_for
+    from ffnbench.data.tokenizer import vocab_size_for
+    from ffnbench.model.accounting import count_params
+    from ffnbench.model.ffn import size_ffn
 
     config, summary = migrate_config(dict(run.config)), dict(run.summary)
     mcfg = model_config(config, vocab_size_for(config["data"]))

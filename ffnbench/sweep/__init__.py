@@ -5,7 +5,7 @@ finished, resumed from its checkpoint, started, or left to the process that is t
 would waste or lose work, runs the grid
 through Hydra's multirun (`python -m ffnbench.train -m experiment=EXP ...`) with the chosen launcher,
 prints the outcome, and writes the report. Planning imports neither Lightning nor the training code
-(ffnbench.rundir makes the run's own decision), so `--dry-run` answers at once.
+(ffnbench.runs.rundir makes the run's own decision), so `--dry-run` answers at once.
 
 Modules:
     planning.py   every run of a sweep and what will happen to it (tuned lrs, bracketing), and the checks that

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ffnbench.claims.lr_protocol import ROBUST_MIN_LRS, half_octave_grid, lattice_index, lattice_lr
 from ffnbench.errors import ConfigError
-from ffnbench.lr_protocol import ROBUST_MIN_LRS, half_octave_grid, lattice_index, lattice_lr
 
 ALWAYS_CHECKED = "lr"  # every arm tunes its lr on ≥ 7 lrs × ≥ 3 seeds, judged at the chosen lr and its neighbours
 

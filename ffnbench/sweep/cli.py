@@ -20,12 +20,12 @@ from rich.console import Console
 from ffnbench.cli import user_errors_exit
 from ffnbench.errors import ConfigError
 from ffnbench.fileio import write_json_atomic
-from ffnbench.progress import SWEEP_ENV, estimate
-from ffnbench.result import FINAL_STATUSES
-from ffnbench.rundir import SWEEP_MANIFEST
+from ffnbench.runs.result import FINAL_STATUSES
+from ffnbench.runs.rundir import SWEEP_MANIFEST
 from ffnbench.sweep.launchers import LAUNCHERS, launcher_overrides, slurm_arrays
 from ffnbench.sweep.outcome import print_outcome
 from ffnbench.sweep.planning import MAX_CPU_RUNS, PlannedRun, check_plan, experiments, plan, sweep_config
+from ffnbench.sweep.progress import SWEEP_ENV, estimate
 from ffnbench.sweep.restore import restore
 
 MAX_ROUNDS = 64  # rounds of training a sweep plans at most: tuning, each grid extension, judging (a guard only)
@@ -73,7 +73,7 @@ def _costs(ns):
         return None
     from omegaconf import OmegaConf
 
-    from ffnbench.lr_protocol import lr_protocol
+    from ffnbench.claims.lr_protocol import lr_protocol
     from ffnbench.placement import visible_gpu_count
     from ffnbench.sweep.cost import arm_costs, throughput, within_budget
 

@@ -18,13 +18,13 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from ffnbench.claims.lr_protocol import LrProtocol
 from ffnbench.config.compose import CONF_DIR, compose_many
 from ffnbench.config.schema import run_spec, to_container
-from ffnbench.lr_protocol import LrProtocol
-from ffnbench.progress import planned_flops
+from ffnbench.data.tokenizer import vocab_size_for
 from ffnbench.sweep.arms import Arm, checked_factors
-from ffnbench.throughput import gpu_peak_flops, gpu_row
-from ffnbench.tokenizer import vocab_size_for
+from ffnbench.sweep.progress import planned_flops
+from ffnbench.training.throughput import gpu_peak_flops, gpu_row
 from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
 DEFAULT_MFU = 0.40  # of the bf16 dense peak, where no gpu-check result exists: a compiled small model's usual range
@@ -83,7 +83,7 @@ def throughput(gpu: str | None = None, bench_dir: Path = BENCH_DIR) -> Throughpu
             return Throughput(label, float(best["mfu"]) * float(best["peak_flops"]),
                               f"MFU {best['mfu']:.3f} measured by `make gpu-check` ({where})")
     if peak is None:
-        raise ValueError(f"--gpu {name}: not in ffnbench/throughput.py's GPU_PEAK_FLOPS; name a listed GPU (e.g. H100, "
+        raise ValueError(f"--gpu {name}: not in ffnbench/training/throughput.py's GPU_PEAK_FLOPS; name a listed GPU (e.g. H100, "
                          "A100) or add its peak")
     how = "detected" if gpu is None and _detected_gpu() else ("named with --gpu" if gpu else "the default GPU")
     return Throughput(label, DEFAULT_MFU * peak, f"a stated default: {DEFAULT_MFU:.0%} of the {label}'s bf16 peak "

@@ -6,8 +6,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ffnbench.fileio import CorruptRecord
-from ffnbench.result import RunResult
-from ffnbench.rundir import lock_holder
+from ffnbench.runs.result import RunResult
+from ffnbench.runs.rundir import lock_holder
 from ffnbench.sweep.planning import PlannedRun
 
 

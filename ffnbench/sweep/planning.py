@@ -10,18 +10,27 @@ from pathlib import Path
 
 from omegaconf import OmegaConf, open_dict
 
+from ffnbench.claims.lr_protocol import check_protocols, lr_protocol, neighbour_lrs
 from ffnbench.config.compose import CONF_DIR, compose, compose_many
 from ffnbench.config.identity import HARDWARE_KEYS, with_hardware
 from ffnbench.config.schema import RunSpec, run_spec, to_container, trainer_config
+from ffnbench.data.tokenizer import vocab_size_for
 from ffnbench.errors import ConfigError, RunDirError
-from ffnbench.lr_protocol import check_protocols, lr_protocol, neighbour_lrs
 from ffnbench.placement import planned_device_setup
-from ffnbench.progress import planned_flops
-from ffnbench.rundir import lock_holder, plan_run
+from ffnbench.runs.rundir import lock_holder, plan_run
 from ffnbench.sweep.arms import Arm, arm_grids
 from ffnbench.sweep.launchers import check_local_gpus, launcher_overrides, trains_on_cpu
-from ffnbench.tokenizer import vocab_size_for
-from ffnbench.tuning import TuningRun, check_tuning, choose_lr, extension, is_tuned, is_tuning, tuning_group, with_lr
+from ffnbench.sweep.progress import planned_flops
+from ffnbench.sweep.tuning import (
+    TuningRun,
+    check_tuning,
+    choose_lr,
+    extension,
+    is_tuned,
+    is_tuning,
+    tuning_group,
+    with_lr,
+)
 from hydra_plugins.ffnbench_sweeper.grid_sweeper import expand_grids
 
 MAX_CPU_RUNS = 30  # more runs than this on a CPU needs CONFIRM=1: hours of work deserve a second look
@@ -96,7 +105,7 @@ def plan(experiment: str, launcher: str | None, args: list[str],
          composed_cache: dict | None = None, only_grids: list[int] | None = None) -> tuple[list[PlannedRun], dict]:
     """Every run of the sweep, its directory, and what rerunning it would do. Composes exactly what
     `python -m ffnbench.train -m experiment=EXP <args>` composes, job by job; a job whose lr comes from its
-    tuning runs (`optim.lr: tuned`, see ffnbench.tuning) gets the lr they chose, or waits for them.
+    tuning runs (`optim.lr: tuned`, see ffnbench.sweep.tuning) gets the lr they chose, or waits for them.
     `composed_cache`: kept by a caller that plans again (after the tuning stage), so no job is composed twice."""
     sweep_cfg = sweep_config(experiment, launcher, args)
     launcher_args = launcher_overrides(launcher)
@@ -141,7 +150,7 @@ def plan(experiment: str, launcher: str | None, args: list[str],
 
 def _bracket(composed: list[ComposedJob], tuning_runs: list[TuningRun], launcher_args: list[str], here: bool,
              cache: dict | None) -> list[ComposedJob]:
-    """The tuning jobs that bracketing adds (ffnbench.tuning.extension), composed, and added to `tuning_runs`:
+    """The tuning jobs that bracketing adds (ffnbench.sweep.tuning.extension), composed, and added to `tuning_runs`:
     each round extends every grid whose choice sits at an edge by one step, until no choice moves (its new runs
     have no outcome yet, or the optimum is bracketed, or the cap is reached). A function of the finished runs, so
     planning again asks for the same runs."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ffnbench.errors import ConfigError
 from ffnbench.fileio import CorruptRecord, write_json_atomic
-from ffnbench.result import FINAL_STATUSES, RunResult
+from ffnbench.runs.result import FINAL_STATUSES, RunResult
 
 
 def restore(results: Path, sweep_dir: Path) -> int:
@@ -16,7 +16,7 @@ def restore(results: Path, sweep_dir: Path) -> int:
     with its run_config.json, where the directory holds no result yet: the planner then skips those runs (and
     refuses any whose config differs from what the preset composes now, as for any run directory). The number
     written. A record's checkpoint is not published, so an unfinished one is not restored: it reruns."""
-    from ffnbench.rundir import RUN_CONFIG_FILE
+    from ffnbench.runs.rundir import RUN_CONFIG_FILE
 
     if not results.is_file():
         raise ConfigError(f"--restore {results}: no such file; give a published results.jsonl "

@@ -6,7 +6,7 @@ two grids share runs once. Command-line overrides apply to every grid and win ov
 same key. Launchers are untouched: basic, joblib and submitit all receive the same job lists.
 
 `make sweep` plans before it launches (which runs are done, which wait for the lr-tuning stage, see
-ffnbench.tuning) and hands the sweeper the exact jobs to launch in `jobs_file`, a JSON list of override lists;
+ffnbench.sweep.tuning) and hands the sweeper the exact jobs to launch in `jobs_file`, a JSON list of override lists;
 without it (`python -m ffnbench.train -m experiment=...`) the grids are expanded here, and a judged job whose lr
 comes from tuning runs (`optim.lr=tuned`) is left to `make sweep`, which can resolve it.
 

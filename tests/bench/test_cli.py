@@ -70,7 +70,7 @@ def test_asking_for_a_gpu_without_one_is_a_user_error(capsys):
 
 
 def test_machine_block_is_records_hardware_with_label_and_versions():
-    from ffnbench.provenance import machine_record, versions
+    from ffnbench.runs.provenance import machine_record, versions
 
     m = cli.machine("box", "cpu")
     assert m == {"label": "box", **machine_record("cpu"), "torch": versions()["torch"], "python": versions()["python"],

@@ -8,7 +8,7 @@ from .checks import check_record, check_summary
 
 
 def test_step_times_are_off_unless_asked(monkeypatch, tmp_path):
-    from ffnbench.callbacks import STEP_TIMES_ENV, StepTimes
+    from ffnbench.training.callbacks import STEP_TIMES_ENV, StepTimes
 
     monkeypatch.delenv(STEP_TIMES_ENV, raising=False)
     assert StepTimes.from_env() is None

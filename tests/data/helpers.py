@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ffnbench.data import LMDataModule
-from ffnbench.tokenizer import ByteTokenizer
+from ffnbench.data.tokenizer import ByteTokenizer
 
 BASE = {"source": "text_files", "loader": "files", "path": None, "tokenizer": "byte", "vocab_size": 300,
         "batch_size": 4, "val_tokens": 64, "val_fraction": 0.2, "max_docs": None, "num_proc": None}

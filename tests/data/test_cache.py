@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
+from ffnbench.data.tokenizer import BPE_FILE, BPETokenizer
 from ffnbench.errors import DataError
-from ffnbench.tokenizer import BPE_FILE, BPETokenizer
 
 from .helpers import corpus_record, decode_split, make_dm, ready, text_folder
 

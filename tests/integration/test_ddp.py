@@ -11,8 +11,8 @@ import pytest
 import torch
 from micro_runs import MICRO, hook_pythonpath, run_cli
 
-from ffnbench.readout import DEFER_ENV
-from ffnbench.result import RESULT_FILE
+from ffnbench.runs.result import RESULT_FILE
+from ffnbench.training.readout import DEFER_ENV
 
 # Loaded by every Python process started with this folder on PYTHONPATH (the DDP launcher's child included): each
 # rank appends the rows of every training batch it receives to $FFNBENCH_TEST_BATCHES, one JSON line per batch.
@@ -137,7 +137,7 @@ class _Hook(L.Callback):
 @pytest.mark.parametrize(("defer", "stop"), [("0", 19), ("1", 20)])
 def test_a_non_finite_loss_on_one_rank_stops_every_rank_at_the_same_step(cache_dir, tmp_path, defer, stop):
     """Without agreeing, rank 1 would return before its backward while rank 0 waited in the all-reduce: a hang. With
-    reads deferred (the GPU path, forced here: ffnbench.readout) the ranks read the reduced flag at the next batch's
+    reads deferred (the GPU path, forced here: ffnbench.training.readout) the ranks read the reduced flag at the next batch's
     start, after step 19's update: they stop at step 20."""
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": hook_pythonpath(tmp_path, INF_ON_RANK_1),
            DEFER_ENV: defer}
@@ -226,7 +226,7 @@ def test_a_two_job_ddp_sweep_inside_a_one_task_slurm_allocation_trains_both_jobs
 
 def test_a_run_that_trains_on_fewer_processes_than_it_asked_for_fails_and_says_so(cache_dir, tmp_path):
     """The world-size check: a run whose cluster environment starts one process for trainer.devices=2 fails."""
-    from ffnbench.callbacks import WorldSizeCheck
+    from ffnbench.training.callbacks import WorldSizeCheck
 
     class OneProcess:
         world_size = 1

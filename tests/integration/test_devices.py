@@ -13,7 +13,7 @@ from micro_runs import MICRO, micro
 
 from ffnbench.config.compose import compose
 from ffnbench.errors import RunDirError
-from ffnbench.rundir import RUN_CONFIG_FILE
+from ffnbench.runs.rundir import RUN_CONFIG_FILE
 from ffnbench.train import train
 
 

@@ -11,7 +11,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from micro_runs import MICRO, StopAt, micro, run_cli
 
 from ffnbench.errors import RunDirError
-from ffnbench.result import RESULT_FILE
+from ffnbench.runs.result import RESULT_FILE
 from ffnbench.train import train
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from micro_runs import MICRO, hook_pythonpath, run_cli
 
-from ffnbench.result import RESULT_FILE, RunResult
+from ffnbench.runs.result import RESULT_FILE, RunResult
 
 # Loaded by a Python process started with this folder on PYTHONPATH: at step $FFNBENCH_TEST_SIGTERM_AT the process
 # sends itself SIGTERM, as a scheduler does when it pre-empts a job or its time is up.

@@ -6,9 +6,9 @@ import pytest
 from micro_runs import StopAt, micro
 from wandb_files import read_run, run_files
 
-from ffnbench.loggers import WANDB_RUN_FILE
 from ffnbench.report import wandb as report_wandb
 from ffnbench.train import train
+from ffnbench.training.loggers import WANDB_RUN_FILE
 
 
 def test_wandb_run_resumes_under_its_id_plots_against_tokens_and_has_the_report_keys(cache_dir, tmp_path, monkeypatch):

@@ -1,0 +1,150 @@
+"""A run's instabilities, read off its loss curves: each an outcome of its variant at its lr, recorded in
+result.json (`instabilities`) and counted in the report, never a reason to drop the run.
+
+- **diverged**: the loss stopped being finite (the run stopped there: LMModule._diverge). Size: none.
+- **plateau**: the validation loss is still near the corpus's unigram loss (what a model that ignores the context
+  reaches) well after warmup: within `plateau_margin` nats of it at the first checkpoint at or after
+  `plateau_after`·warmup_steps. Step: the last checkpoint still that near; size: the steps it stayed there after
+  warmup. A run that plateaus is stuck, not slow: its final loss says more about the plateau than about its lr.
+- **spike**: after warmup, the training loss rises more than `spike_margin` nats above its running minimum, then
+  comes back within that margin. Step: the peak; size: the peak's height above the running minimum (nats).
+  A rise that never comes back is a spike too, marked `recovered: false`.
+
+Pure functions of numbers: the run records them when it ends (train.py), and the report recounts records that
+predate them from their curves (validation curve for a spike when no training curve was recorded)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from ffnbench.config.validate import check_known_keys
+from ffnbench.errors import ConfigError
+
+KINDS = ("diverged", "plateau", "spike")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """`cfg.instability` (conf/train.yaml), stated in the report's Method section."""
+
+    plateau_margin: float = 0.45  # nats below the unigram loss that still count as near it
+    plateau_after: float = 2.5  # in warmups: a plateau is judged at the first checkpoint at or after this
+    spike_margin: float = 0.3  # nats above the running minimum
+
+    def __post_init__(self) -> None:
+        for name, high in (("plateau_margin", 5.0), ("plateau_after", 100.0), ("spike_margin", 5.0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= high:
+                raise ConfigError(f"instability.{name}: must be a number in (0, {high:g}], got {value!r}")
+            object.__setattr__(self, name, float(value))
+        if self.plateau_after < 1:
+            raise ConfigError(f"instability.plateau_after: must be at least 1 warmup (a loss during warmup is not "
+                              f"yet stuck), got {self.plateau_after!r}")
+
+    @classmethod
+    def from_config(cls, node: Mapping | None) -> Thresholds:
+        node = dict(node or {})
+        check_known_keys("instability", node, cls)
+        return cls(**node)
+
+    def describe(self) -> str:
+        return (f"plateau: validation loss within {self.plateau_margin:g} nats of the corpus's unigram loss at the "
+                f"first checkpoint at or after {self.plateau_after:g}× the warmup steps; spike: after warmup, the "
+                f"training loss more than {self.spike_margin:g} nats above its running minimum, then back within it; "
+                "diverged: a non-finite loss")
+
+
+@dataclass(frozen=True)
+class Instability:
+    kind: str  # KINDS
+    step: int
+    size: float | None  # plateau: steps after warmup; spike: nats above the running minimum; diverged: None
+    recovered: bool = True
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Instability:
+        return cls(kind=str(data["kind"]), step=int(data["step"]),
+                   size=None if data.get("size") is None else float(data["size"]),
+                   recovered=bool(data.get("recovered", True)))
+
+    def describe(self) -> str:
+        if self.kind == "plateau":
+            return f"plateau until step {self.step} ({self.size:g} steps after warmup)"
+        if self.kind == "spike":
+            back = "" if self.recovered else ", not recovered"
+            return f"spike at step {self.step} (+{self.size:.2f} nats{back})"
+        return f"diverged at step {self.step}"
+
+
+Curve = Sequence[tuple[int, float]]  # (step, loss) in step order
+
+
+def plateau(val_curve: Curve, unigram_loss: float | None, warmup_steps: int, t: Thresholds) -> Instability | None:
+    """The plateau of a validation curve (module docstring), or None. None too without a unigram loss or a
+    checkpoint late enough to judge."""
+    if unigram_loss is None or not math.isfinite(unigram_loss):
+        return None
+    near = unigram_loss - t.plateau_margin
+    after = t.plateau_after * max(warmup_steps, 1)
+    late = [(s, v) for s, v in val_curve if s >= after and math.isfinite(v)]
+    if not late or late[0][1] < near:
+        return None
+    end = late[0][0]
+    for s, v in late:
+        if v < near:
+            break
+        end = s
+    return Instability("plateau", end, float(end - warmup_steps), recovered=end < late[-1][0])
+
+
+def spikes(train_curve: Curve, warmup_steps: int, t: Thresholds) -> list[Instability]:
+    """Every spike of a training curve (module docstring), in step order: one per excursion above the margin."""
+    out: list[Instability] = []
+    low = math.inf  # the running minimum after warmup
+    peak: tuple[int, float, float] | None = None  # (step, loss, the minimum it rose above) of the open excursion
+    for s, v in train_curve:
+        if not math.isfinite(v):
+            break  # a divergence, not a spike
+        if s < warmup_steps:
+            continue
+        if peak is None:
+            if v > low + t.spike_margin:
+                peak = (s, v, low)
+            else:
+                low = min(low, v)
+        elif v > peak[1]:
+            peak = (s, v, peak[2])
+        elif v <= peak[2] + t.spike_margin:  # back: the excursion ends
+            out.append(Instability("spike", peak[0], peak[1] - peak[2]))
+            peak, low = None, min(low, v)
+    if peak is not None:
+        out.append(Instability("spike", peak[0], peak[1] - peak[2], recovered=False))
+    return out
+
+
+def detect(*, status: str, steps: int | None, val_curve: Curve, train_curve: Curve | None, unigram_loss: float | None,
+           warmup_steps: int, thresholds: Thresholds) -> list[Instability]:
+    """Every instability of one run, in step order. `train_curve` None (a record that predates it): spikes are
+    looked for on the validation curve, which sees only the ones that last to a checkpoint."""
+    found: list[Instability] = []
+    p = plateau(val_curve, unigram_loss, warmup_steps, thresholds)
+    if p:
+        found.append(p)
+    found += spikes(train_curve if train_curve is not None else val_curve, warmup_steps, thresholds)
+    if status == "diverged":
+        bad = [s for s, v in (train_curve or []) if not math.isfinite(v)]
+        found.append(Instability("diverged", bad[0] if bad else int(steps or 0), None, recovered=False))
+    return sorted(found, key=lambda i: (i.step, KINDS.index(i.kind)))
+
+
+def unigram_loss(counts: Sequence[int]) -> float:
+    """The entropy of the token distribution, in nats/token: the loss of the best model that ignores the context."""
+    total = float(sum(counts))
+    if total <= 0:
+        raise ValueError("no tokens to count")
+    return -sum(c / total * math.log(c / total) for c in counts if c)

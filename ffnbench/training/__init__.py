@@ -1,0 +1,2 @@
+"""What trains a model under Lightning: the LightningModule, one optimizer step, deferred
+reads, the callbacks, the loggers, compile's cache and the throughput monitor."""

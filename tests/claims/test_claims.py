@@ -1,0 +1,528 @@
+"""The claims: every registered claim against its known answers (tests/fixtures/claims/known_answers.py),
+the rules shared by all claims, the registry itself, and the run and pairing types they are built on."""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+from fixtures.claims.known_answers import (
+    KNOWN_ANSWERS,
+    SEEDS,
+    KnownAnswer,
+    losses,
+    lr_grid,
+    widths_and_stability_arms,
+    write_alignment,
+)
+from fixtures.report.synthetic import make_record, sweep_records
+
+from ffnbench.claims import CLAIM_IDS, CLAIMS, Claim, Evidence, Run, evaluate, linear_collapse_error, registry
+from ffnbench.claims.bias import bias_free_key
+from ffnbench.claims.pairing import BOOTSTRAP, FRESH_SEEDS, act_is, best_lr, compare_sides, matched_key
+from ffnbench.runs.result import RunResult
+from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "claims.md"
+OWN_HYPOTHESIS = "own hypothesis"  # the source of a claim no article makes (docs/claims.md, "A claim of your own")
+
+
+def verdicts(records, bench_files=()):
+    results = evaluate([Run.from_record(r) for r in records], bench_files=list(bench_files))
+    return {r.claim.id: r for r in results}
+
+
+# ---- the registry ---------------------------------------------------------------------------------------
+
+
+DESIGN_CLAIMS = tuple(f"C{i}" for i in range(1, 14))  # the design's claims from the five articles
+
+
+def test_registry_covers_the_design_claims():
+    """The design's claims lead, in order; a claim added after them (docs/extending.md) needs no edit here, only
+    its section of docs/claims.md, in the registry's order."""
+    assert CLAIM_IDS[:len(DESIGN_CLAIMS)] == DESIGN_CLAIMS
+    assert len(set(CLAIM_IDS)) == len(CLAIM_IDS) and all(re.fullmatch(r"C\d+", i) for i in CLAIM_IDS), CLAIM_IDS
+    assert tuple(_doc_sections()) == CLAIM_IDS
+    for c in CLAIMS:
+        assert c.statement and c.source and c.rule and c.why and c.kind in ("analytic", "trained", "benchmark")
+        assert c.command.startswith(("make sweep EXP=", "python -m ffnbench params", "make bench"))
+
+
+def test_every_registered_claim_has_known_answers():
+    assert set(KNOWN_ANSWERS) == set(CLAIM_IDS)
+    assert all(KNOWN_ANSWERS[c.id] for c in CLAIMS)
+    for c in CLAIMS:  # every outcome a rule can give has its known answer (an exact rule cannot be inconclusive)
+        wanted = {"supported", "contradicted"} | ({"inconclusive"} if c.kind != "analytic" else set())
+        assert wanted <= {case.verdict for case in KNOWN_ANSWERS[c.id]}, c.id
+
+
+def _doc_sections() -> dict[str, str]:
+    parts = re.split(r"^## (C\d+) ", DOCS.read_text(), flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def cited(claim_id: str, source: str) -> str | None:
+    """What a claim's `source` cites, as its section's **Sources:** line gives it: the article sections of
+    `docs/claims.md §<id> (articles ...)`, or `own hypothesis` for a researcher's own claim (docs/claims.md, "A
+    claim of your own"); None for a source of another form."""
+    match = re.fullmatch(rf"docs/claims\.md §{claim_id} \((?:articles? (.+)|({OWN_HYPOTHESIS}))\)", source)
+    return (match.group(1) or match.group(2)) if match else None
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=CLAIM_IDS)
+def test_every_source_points_at_its_section_of_docs_claims_md(claim):
+    """A report's source line names docs/claims.md §<id> and what that section's **Sources:** line cites: the same
+    article sections, or `own hypothesis`."""
+    sources = cited(claim.id, claim.source)
+    assert sources, f"{claim.source!r}: not 'docs/claims.md §{claim.id} (articles ...)' nor '... ({OWN_HYPOTHESIS})'"
+    assert f"**Sources:** {sources}\n" in _doc_sections()[claim.id]
+    for article in re.findall(r"\b00\d\b", sources):
+        assert f"| {article} |" in DOCS.read_text()  # listed among the articles
+
+
+def test_a_source_cites_article_sections_or_an_own_hypothesis():
+    assert cited("C14", "docs/claims.md §C14 (own hypothesis)") == "own hypothesis"
+    assert cited("C14", "docs/claims.md §C14 (articles 002 §3, 003 §2)") == "002 §3, 003 §2"
+    for bad in ("docs/claims.md §C14 (own)", "docs/claims.md §C14", "docs/claims.md §C1 (own hypothesis)", "docs"):
+        assert cited("C14", bad) is None, bad
+
+
+def test_a_claim_is_rejected_with_an_unknown_kind_or_without_its_experiment():
+    fields = dict(id="X", statement="s", source="docs", needs="n", rule="r", why="w", evaluate=lambda obs: Evidence())
+    with pytest.raises(ValueError, match="kind 'measured'"):
+        Claim(kind="measured", **fields)
+    with pytest.raises(ValueError, match="names the experiment"):
+        Claim(kind="trained", **fields)
+
+
+def test_a_claim_added_through_the_registry_alone_is_evaluated(monkeypatch):
+    """One registry entry is all a new claim needs to be evaluated with the others."""
+    def gelu_under_3(obs):
+        gelu = [r for r in obs.runs if r.act == "gelu" and r.usable]
+        if not gelu:
+            return Evidence()
+        worst = max(r.loss for r in gelu)
+        return Evidence(parts=[("gelu below 3 nats", Verdict(SUPPORTED if worst < 3 else CONTRADICTED,
+                                                             f"worst gelu loss {worst:.2f}"))],
+                        effect=f"worst gelu loss {worst:.2f}", n=len({r.seed for r in gelu}), details=["- gelu"])
+
+    extra = Claim(id="C99", statement="GELU stays below 3 nats.", source="docs/claims.md §C99 (article 000)",
+                  kind="trained", experiment="activations", needs="gelu runs", rule="supported if every gelu run "
+                  "ends below 3 nats", why="a test claim", evaluate=gelu_under_3)
+    monkeypatch.setattr(registry, "CLAIMS", (*registry.CLAIMS, extra))
+    results = verdicts(losses("gelu", 2.5))
+    assert list(results) == [*CLAIM_IDS, "C99"]
+    added = results["C99"]
+    assert added.claim is extra and added.verdict == Verdict(SUPPORTED, "gelu below 3 nats: worst gelu loss 2.52")
+    assert (added.effect, added.n, added.details) == ("worst gelu loss 2.52", 3, ["- gelu"])
+    assert verdicts([])["C99"].verdict.reason == "not in this sweep: run `make sweep EXP=activations`"
+
+
+# ---- known answers --------------------------------------------------------------------------------------
+
+CASES = [(cid, case) for cid, cases in KNOWN_ANSWERS.items() for case in cases]
+
+
+@pytest.mark.parametrize(("cid", "case"), CASES, ids=[f"{cid}-{case}" for cid, case in CASES])
+def test_known_answer(cid: str, case: KnownAnswer, tmp_path, monkeypatch):
+    if case.patch:  # an analytic claim fed wrong numbers
+        case.patch(monkeypatch)
+    bench = [write_alignment(tmp_path, *case.alignment)] if case.alignment else []
+    result = verdicts(case.records(), bench)[cid]
+    # the rule's outcome where the runs ran; a decided one with a factor no run varied is not the claim's verdict
+    scoped = result.scoped or result.verdict
+    assert scoped.verdict == case.verdict, scoped
+    if result.unchecked and scoped.verdict != INCONCLUSIVE:
+        assert result.verdict.verdict == INCONCLUSIVE, result.verdict
+        assert f"{', '.join(result.unchecked)} unchecked" in result.verdict.reason, result.verdict.reason
+    else:
+        assert result.verdict == scoped
+    text = "\n".join([result.verdict.reason, result.effect, *result.details])
+    for needle in case.needles:
+        assert needle in text, needle
+
+
+# ---- the rules every claim shares -----------------------------------------------------------------------
+
+
+def test_trained_claims_without_runs_name_the_sweep_to_run():
+    results = verdicts([])
+    for c in CLAIMS:
+        if c.kind == "trained":
+            v = results[c.id].verdict
+            assert v.verdict == INCONCLUSIVE and v.reason == f"not in this sweep: run `make sweep EXP={c.experiment}`"
+        elif c.kind == "analytic":
+            assert results[c.id].verdict.verdict == SUPPORTED, (c.id, results[c.id].verdict)
+
+
+def test_full_synthetic_sweep_supports_every_trained_claim():
+    results = verdicts(sweep_records() + widths_and_stability_arms())
+    for c in CLAIMS:
+        expected = INCONCLUSIVE if c.kind == "benchmark" else SUPPORTED
+        result = results[c.id]
+        assert (result.scoped or result.verdict).verdict == expected, (c.id, result.verdict)
+        if result.unchecked:  # one lr, one init, one length: supported where it ran, undecided as a claim
+            assert result.verdict.verdict == INCONCLUSIVE and "unchecked" in result.verdict.reason
+        if c.kind == "trained":
+            assert results[c.id].n == 3
+
+
+def test_one_seed_sweep_has_no_supported_or_contradicted_trained_verdict():
+    results = verdicts(sweep_records(seeds=(0,)) + widths_and_stability_arms(seeds=(0,)))
+    for c in CLAIMS:
+        if c.kind == "trained":
+            assert results[c.id].verdict.verdict == INCONCLUSIVE, c.id
+            assert "one seed" in results[c.id].verdict.reason
+            assert "1 seed" in results[c.id].effect, (c.id, results[c.id].effect)
+
+
+def test_the_deciding_comparison_is_marked():
+    details = verdicts(lr_grid())["C4"].details
+    deciding = [line for line in details if "decides the verdict" in line]
+    assert len(deciding) == 1 and "each at its best lr (gelu 0.01, relu 0.003)" in deciding[0]
+    assert deciding[0].endswith("(n = 3) ← decides the verdict")
+
+
+def test_linear_collapse_error_is_rounding_only():
+    assert linear_collapse_error() < 1e-12
+
+
+# ---- runs and pairing -----------------------------------------------------------------------------------
+
+
+def test_run_from_result_keeps_the_record_and_reads_its_fields():
+    result = RunResult.from_json(make_record("swiglu", seed=2, loss=3.25, lr=1e-2, bias=True))
+    run = Run.from_result(result)
+    assert run.result is result
+    assert (run.name, run.act, run.seed, run.lr, run.bias, run.gated, run.sizing, run.ratio) == \
+        ("swiglu-b4-bias-lr0.01-L2-s2", "swiglu", 2, 0.01, True, True, "budget", 4.0)
+    assert run.loss == 3.25 and run.usable and run.factor("model.n_layer") == 2
+
+
+def test_run_with_a_non_finite_loss_is_not_usable():
+    record = make_record("gelu", loss=3.0)
+    record["metrics"]["final_val_loss"] = math.nan
+    run = Run.from_record(record)
+    assert run.loss is None and not run.usable
+
+
+def test_run_from_an_incomplete_record_names_the_missing_field():
+    record = make_record("gelu")
+    del record["ffn"]["d_ff"]
+    with pytest.raises(KeyError, match="d_ff"):
+        Run.from_record(record)
+
+
+def test_pair_keys_say_what_was_held_fixed():
+    run = Run.from_record(make_record("relu", multiple_of=64))
+    setting = "micro (d_model 32, 2 layers)"
+    assert matched_key(run).describe() == f"{setting}, budget 4× (params of a 4·d ungated FFN), no FFN bias, " \
+                                          "d_ff multiple of 64"
+    assert bias_free_key(run).describe() == f"{setting}, act relu, budget 4× (params of a 4·d ungated FFN), " \
+                                            "d_ff multiple of 64"
+    gated_by_width = Run.from_record(make_record("swiglu", width=4))
+    assert matched_key(gated_by_width) is None  # matches no ungated budget
+
+
+def test_a_setting_names_its_budget_and_an_initialisation_other_than_the_default():
+    from ffnbench.claims import describe_setting
+
+    base = (("model.name", "mini"), ("model.d_model", 64), ("model.n_layer", 4))
+    assert describe_setting((*base, ("model.ffn_init", "gpt2"))) == "mini (d_model 64, 4 layers)"
+    assert describe_setting((*base, ("model.ffn_init", "matched"))) == "mini (d_model 64, 4 layers, matched FFN init)"
+    assert describe_setting((*base, ("model.non_embedding_params", "reference"))) == \
+        "mini at the non-embedding params of its d_model 64 model (4 layers; d_model solved per FFN)"
+    assert describe_setting((*base, ("model.non_embedding_params", 30000), ("model.ffn_init", "matched"))) == \
+        "mini at a fixed 3e+04 non-embedding params (4 layers; d_model solved per FFN, matched FFN init)"
+
+
+def test_a_finished_run_without_a_validation_loss_counts_as_diverged_and_tuning_runs_are_marked():
+    record = make_record("gelu", loss=3.0, config={"tuning": True})
+    record["metrics"]["final_val_loss"] = math.nan
+    run = Run.from_record(record)
+    assert run.diverged and not run.usable and run.role == "tuning"
+    assert Run.from_record(make_record("gelu")).role == "judged"
+    assert not Run.from_record(make_record("gelu")).diverged
+
+
+def test_best_lr_skips_an_lr_where_most_seeds_diverged():
+    """lr 0.01 has the lowest loss over its survivors (2.8), but 2 of its 3 seeds diverged: its median is +∞."""
+    runs = [Run.from_record(r) for r in [*losses("swiglu", 3.05),
+                                         make_record("swiglu", 0, 2.8, lr=1e-2),
+                                         *[make_record("swiglu", s, None, lr=1e-2, status="diverged") for s in (1, 2)]]]
+    assert best_lr(runs) == 3e-3
+    only_dirty = [r for r in runs if r.lr == 1e-2] + [Run.from_record(make_record("swiglu", 0, 2.7, lr=3e-2)),
+                                                      Run.from_record(make_record("swiglu", 1, None, lr=3e-2,
+                                                                                  status="diverged"))]
+    with pytest.raises(ValueError, match="no lr has a finite median"):  # half or more diverged at every lr
+        best_lr(only_dirty)
+
+
+def test_one_bad_seed_of_three_cannot_decide_the_lr():
+    """The median: a plateaued seed (3.9) at 0.003 leaves its median at 3.0, below 0.001's 3.1, where a mean (3.3)
+    would have chosen 0.001; and one diverged seed of three is +∞ in the median, which it survives."""
+    grid = {1e-3: (3.1, 3.1, 3.1), 3e-3: (3.0, 3.0, 3.9)}
+    runs = [Run.from_record(make_record("gelu", s, loss, lr=lr)) for lr, ls in grid.items()
+            for s, loss in zip((0, 1, 2), ls)]
+    assert best_lr(runs) == 3e-3
+    runs[-1] = Run.from_record(make_record("gelu", 2, None, lr=3e-3, status="diverged"))
+    assert best_lr(runs) == 3e-3
+    runs[-2] = Run.from_record(make_record("gelu", 1, None, lr=3e-3, status="diverged"))
+    assert best_lr(runs) == 1e-3  # two of three diverged: never chosen
+
+
+def test_best_lr_counts_one_outcome_per_seed():
+    """Failed records and a second run of a seed do not dilute an lr's divergences: 1 of 3 seeds diverged at
+    both lrs, so the lower loss wins, whatever else was recorded at the worse lr."""
+    worse = [make_record("swiglu", 0, 3.2, lr=3e-3), make_record("swiglu", 1, 3.2, lr=3e-3),
+             make_record("swiglu", 2, None, lr=3e-3, status="diverged"),
+             *[make_record("swiglu", s, None, lr=3e-3, status="failed") for s in (3, 4, 5)]]
+    better = [make_record("swiglu", 0, 3.0, lr=1e-3), make_record("swiglu", 1, 3.0, lr=1e-3),
+              make_record("swiglu", 2, None, lr=1e-3, status="diverged")]
+    assert best_lr([Run.from_record(r) for r in worse + better]) == 1e-3
+
+
+def _with_curve(record: dict, gaps: tuple[float, ...]) -> dict:
+    """The record's curve replaced by six checkpoints whose last five sit `gaps` above its final loss."""
+    final = record["metrics"]["final_val_loss"]
+    record["curve"] = [{"step": 10 * i, "tokens": 1000 * i, "val_loss": v, "val_bpb": v / 0.6931}
+                       for i, v in enumerate([5.5, *(final + g for g in gaps)])]
+    return record
+
+
+@pytest.mark.parametrize(("swiglu_gaps", "expected"), [((0.0,) * 5, "3/3"), ((0.0, 0.0, 0.2, 0.0, 0.0), "2/3")])
+def test_the_sign_along_the_validation_curve_is_counted_over_the_second_half(swiglu_gaps, expected):
+    """swiglu ends 0.05 below gelu; at checkpoint 3000 of 5000 it is 0.15 above when `swiglu_gaps` says so:
+    the sign flips at one of the three checkpoints ≥ 2500 tokens. Evidence only: the verdict stands."""
+    gaps = (0.3, 0.2, 0.05, 0.02, 0.0)
+    records = ([_with_curve(r, gaps) for r in losses("gelu", 3.05)]
+               + [_with_curve(r, tuple(g + s for g, s in zip(gaps, swiglu_gaps)))
+                  for r in losses("swiglu", 3.0, wiggle=(0.0, 0.002, -0.001))])
+    result = verdicts(records)["C3"]
+    assert f"  - sign holds at {expected} checkpoints of the second half" in result.details
+    assert result.scoped.verdict == SUPPORTED
+
+
+def test_an_lr_tuned_on_tuning_seeds_is_judged_on_fresh_seeds():
+    """Tuning runs (seeds 3-5, both lrs) choose each side's lr; only the judged runs (seeds 0-2, at that lr)
+    are compared, and the comparison says which protocol decided."""
+    tuning = [make_record(act, s, loss + 0.001 * s, lr=lr, config={"tuning": True}) for s in (3, 4, 5)
+              for act, lr, loss in (("relu", 3e-3, 3.10), ("relu", 1e-2, 3.20), ("gelu", 3e-3, 3.05),
+                                    ("gelu", 1e-2, 3.00))]
+    judged = losses("relu", 3.10) + losses("gelu", 3.00, lr=1e-2, wiggle=(0.0, 0.002, -0.001))
+    comps = compare_sides([Run.from_record(r) for r in tuning + judged], act_is("gelu"), act_is("relu"),
+                          matched_key, ("gelu", "relu"))
+    assert [(c.lr, c.protocol, c.n) for c in comps] == [("each at its best lr (gelu 0.01, relu 0.003)", FRESH_SEEDS, 3)]
+    assert all(r.role == "judged" for r in (*comps[0].a_runs, *comps[0].b_runs))
+    assert "  - lr protocol: lr tuned on tuning seeds, judged on fresh seeds" in verdicts(tuning + judged)["C4"].details
+
+
+def test_the_lr_protocol_of_every_comparison_is_shown():
+    details = verdicts(lr_grid())["C4"].details
+    assert details.count("  - lr protocol: one lr") == 2
+    assert details.count("  - lr protocol: each at its best lr, chosen on the same seeds — optimistic") == 1
+
+
+def _with_windows(record: dict, per_window: list[float]) -> dict:
+    """The record with its final validation loss recorded per window (centred on its final loss)."""
+    loss = record["metrics"]["final_val_loss"]
+    shift = loss - sum(per_window) / len(per_window)
+    return {**record, "val_windows": [w + shift for w in per_window]}
+
+
+def test_validation_window_noise_widens_every_paired_comparison():
+    """Seed differences of 0.050-0.052 alone decide; add window noise of SD 0.3 over 64 shared windows (a
+    standard error near 0.04) and the same comparison is inconclusive, with its noise model named."""
+    rng = __import__("numpy").random.default_rng(0)
+    noise = rng.normal(0, 0.3, 64).tolist()  # the same windows for every seed: their effect does not average away
+    gelu = losses("gelu", 3.00)
+    relu = [_with_windows(r, noise) for r in losses("relu", 3.05, wiggle=(0.0, 0.001, 0.002))]
+    gelu_w = [_with_windows(r, [0.0] * 64) for r in gelu]
+    plain = compare_sides([Run.from_record(r) for r in gelu + losses("relu", 3.05, wiggle=(0.0, 0.001, 0.002))],
+                          act_is("gelu"), act_is("relu"), matched_key, ("gelu", "relu"))[0]
+    noisy = compare_sides([Run.from_record(r) for r in gelu_w + relu], act_is("gelu"), act_is("relu"),
+                          matched_key, ("gelu", "relu"))[0]
+    assert plain.noise.startswith("t interval over seeds") and plain.verdict().verdict == SUPPORTED
+    assert noisy.noise == BOOTSTRAP and noisy.verdict().verdict == INCONCLUSIVE
+    assert noisy.diff.mean == pytest.approx(plain.diff.mean)
+    assert "  - noise: hierarchical bootstrap over seeds and validation windows" in noisy.evidence("relu − gelu")
+
+
+def test_a_difference_below_the_cross_machine_spread_is_flagged_as_no_finding():
+    comp = compare_sides([Run.from_record(r) for r in losses("gelu", 3.00) + losses("relu", 3.004)],
+                         act_is("gelu"), act_is("relu"), matched_key, ("gelu", "relu"))[0]
+    assert any("below the cross-machine spread of identical runs (0.009 nats): not a finding" in line
+               for line in comp.evidence("relu − gelu"))
+
+
+def test_c1_judges_each_width_at_the_lr_its_own_tuning_runs_chose():
+    """At a fixed budget each width has tuning runs (seeds 7, 8) at two lrs; the judged runs (seeds 0-2) at each
+    width's chosen lr make one series in which 4× is best. At a single shared lr (0.003) 4× would lose to 8×."""
+    n = {"non_embedding_params": 20000}
+    tuning = [make_record("gelu", s, loss, width=w, lr=lr, config={"tuning": True}, **n)
+              for s in (7, 8) for w, best in ((2, 3e-3), (4, 1e-2), (8, 3e-3))
+              for lr, loss in ((3e-3, 3.0 if lr_is(best, 3e-3) else 3.2), (1e-2, 3.0 if lr_is(best, 1e-2) else 3.2))]
+    judged = (losses("gelu", 3.10, width=2, lr=3e-3, **n) + losses("gelu", 3.00, width=4, lr=1e-2, **n)
+              + losses("gelu", 3.08, width=8, lr=3e-3, wiggle=(0.001, 0.0, 0.002), **n)
+              + losses("gelu", 3.20, width=4, lr=3e-3, **n))  # 4× at an lr its tuning did not choose: not judged
+    result = verdicts(tuning + judged)["C1"]
+    fixed = [p for p in result.verdict.reason.split("; ") if "fixed budget" in p]
+    assert "each width at its tuned lr (2×: 0.003, 4×: 0.01, 8×: 0.003)" in "\n".join(result.details)
+    assert "  - lr protocol: lr tuned on tuning seeds, judged on fresh seeds" in result.details
+    assert "loss(8×) − loss(4×) = +0.08" in result.effect, (fixed, result.effect)
+
+
+def lr_is(a: float, b: float) -> bool:
+    return math.isclose(a, b)
+
+
+def test_tuning_runs_are_judged_by_no_loss_or_zero_statistic():
+    """A relu tuning run with 0.99 zeros after training does not change C5's trained reading. (C6 reads tuning runs
+    on purpose: relu's lr grid is where its dead fraction per lr is measured, each lr's seeds independent.)"""
+    judged = [make_record(act, s, 3.0, zero_final=0.5 + 0.001 * s if act == "relu" else 0.0) for s in (0, 1, 2)
+              for act in ("relu", "gelu")]
+    odd = [make_record("relu", 9, 3.0, lr=lr, zero_final=0.99, dead=0.9, config={"tuning": True})
+           for lr in (3e-3, 3e-2)]
+    assert verdicts(judged)["C5"].effect == verdicts(judged + odd)["C5"].effect
+    assert "| 0.03 | 1 |" in "\n".join(verdicts(judged + odd)["C6"].details)  # the tuning run's lr, in C6's table
+
+
+def _tuned(act: str, lrs: tuple[float, float], best: float, base: float, wiggle=(0.0, 0.002, 0.001),
+           penalty: float = 0.02, **factors) -> list[dict]:
+    """Tuning runs of one variant (seeds 7, 8) at two lrs, `best` the better one (by `penalty`: small enough that
+    the ranking holds at both lrs, so lr-robust), and its judged runs at `best`."""
+    tuning = [make_record(act, s, base + (0.0 if lr == best else penalty), lr=lr, config={"tuning": True}, **factors)
+              for s in (7, 8) for lr in lrs]
+    return tuning + losses(act, base, lr=best, wiggle=wiggle, **factors)
+
+
+def test_c8_pairs_the_two_depths_of_tuned_comparisons_whatever_lrs_they_chose():
+    """Each depth and variant chose its own lr: the depth interaction still pairs the two tuned comparisons."""
+    records = (_tuned("relu", (2e-3, 4e-3), 4e-3, 3.10, n_layer=2)
+               + _tuned("swish", (2e-3, 4e-3), 2e-3, 3.06, (0.001, 0.0, 0.002), n_layer=2)
+               + _tuned("relu", (2e-3, 4e-3), 2e-3, 3.00, n_layer=4)
+               + _tuned("swish", (2e-3, 4e-3), 4e-3, 2.90, (0.002, 0.0, 0.0005), n_layer=4))
+    result = verdicts(records)["C8"]
+    assert "depth interaction" in result.effect, result.verdict
+    assert result.scoped.verdict == SUPPORTED, result.verdict
+
+
+def test_c1_ignores_an_activation_without_a_width_arm():
+    """The headline relu (budget 4 only) is no width arm: C1 is decided by gelu's fixed-budget arm alone."""
+    n = {"non_embedding_params": 20000}
+    gelu = [rec for ratio, base, wiggle in ((2, 3.10, (0.0, 0.002, 0.001)), (4, 3.00, (0.001, 0.0, 0.002)),
+                                            (8, 3.08, (0.002, 0.001, 0.0)))
+            for rec in losses("gelu", base, width=ratio, wiggle=wiggle, **n)]
+    result = verdicts(gelu + losses("relu", 3.2))["C1"]
+    assert result.scoped.verdict == SUPPORTED, result.verdict
+    assert "relu" not in result.scoped.reason
+
+
+def test_c5_reads_trained_zeros_at_the_lr_the_tuning_runs_chose():
+    """relu's tuning runs chose 0.004; its judged runs at the grid lr 0.001 (lower loss on these seeds) have 0.9
+    zeros, at 0.004 about half: C5's trained reading is taken at 0.004."""
+    tuning = [make_record("relu", s, loss, lr=lr, config={"tuning": True}) for s in (7, 8)
+              for lr, loss in ((1e-3, 3.2), (4e-3, 3.0))]
+    judged = ([make_record("relu", s, 3.0, lr=4e-3, zero_final=0.5 + 0.001 * s) for s in (0, 1, 2)]
+              + [make_record("relu", s, 2.9, lr=1e-3, zero_final=0.9) for s in (0, 1, 2)]
+              + [make_record("gelu", s, 3.0, lr=4e-3, zero_final=0.0) for s in (0, 1, 2)])
+    result = verdicts(tuning + judged)["C5"]
+    assert "relu about half after training (lr 0.004)" in result.verdict.reason, result.verdict
+    assert "the lr its tuning runs chose" in "\n".join(result.details)
+
+
+def test_c5_reads_relu_in_the_base_setting_and_gelus_none_under_every_init_it_trained():
+    """Under fan_in (more seeds) relu is 0.9 zeros and gelu 0.1; in the base setting (GPT-2 init, where the verdicts
+    are decided) relu is about half and gelu has none. relu's half is read in the base setting; gelu's none is a
+    part per init, and fan_in's 0.1 contradicts it there: the claim is contradicted by that part alone."""
+    fan_in = {"model.init": "fan_in"}
+    base = ([make_record("relu", s, 3.0, zero_init=0.5 - 0.001 * s, zero_final=0.5 + 0.002 * s) for s in (0, 1, 2)]
+            + [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in (0, 1, 2)])
+    other = ([make_record("relu", s, 2.9, zero_init=0.5 - 0.001 * s, zero_final=0.9, config=fan_in) for s in range(5)]
+             + [make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.1, config=fan_in) for s in range(5)])
+    result = verdicts(base + other)["C5"]
+    # contradicted where it ran; no run varied lr or the length for the trained parts, so the claim is undecided
+    assert result.scoped.verdict == CONTRADICTED, result.scoped
+    assert result.verdict.verdict == INCONCLUSIVE and "(lr, length unchecked)" in result.verdict.reason
+    assert "after training 0.502" in result.effect and "gpt2 init 0; fan_in init 0.1" in result.effect
+    parts = dict(result.parts)
+    # relu's half is read again under fan_in (0.9 there): the part depends on the init
+    assert parts["relu about half after training (lr 0.003)"].verdict == INCONCLUSIVE
+    assert "init-dependent" in parts["relu about half after training (lr 0.003)"].reason
+    assert parts["gelu no hard zeros after training (gpt2 init, lr 0.003)"].verdict == SUPPORTED
+    assert parts["gelu no hard zeros after training (fan_in init, lr 0.003)"].verdict == CONTRADICTED
+
+
+CELLS = {"base": {"trainer.tokens_per_param": 6}, "fan_in": {"trainer.tokens_per_param": 6, "model.init": "fan_in"},
+         "long": {"trainer.tokens_per_param": 24}}
+
+
+def _zeros_in_cells(relu_final: dict[str, float], relu_init: float = 0.5) -> list[dict]:
+    """C5 in each cell of `relu_final` (CELLS): relu and gelu tuned over 0.002/0.003/0.004 (0.003 best) on seeds
+    7-9 and judged at 0.003 on seeds 0-2; relu's zero fraction after training is the cell's at every lr."""
+    out = []
+    for cell, final in relu_final.items():
+        for act, zero in (("relu", final), ("gelu", 0.0)):
+            init = (lambda s: relu_init + 0.001 * (s % 3)) if act == "relu" else (lambda s: 0.0)
+            out += [make_record(act, s, loss + 0.001 * s, lr=lr, zero_init=init(s),
+                                zero_final=zero + 0.002 * (s % 3), config={**CELLS[cell], "tuning": True})
+                    for s in (7, 8, 9) for lr, loss in ((2e-3, 3.2), (3e-3, 3.0), (4e-3, 3.1))]
+            out += [make_record(act, s, 3.0, lr=3e-3, zero_init=init(s), zero_final=zero + 0.002 * s,
+                                config=CELLS[cell]) for s in (0, 1, 2)]
+    return out
+
+
+def test_c5_trained_parts_decide_only_where_lr_init_and_length_ran_and_agree():
+    """relu zeroes 0.86 after training: read at the tuning grid's neighbours of its lr, under fan_in and at 4× the
+    tokens, the part is contradicted in every cell, so the claim is; with fan_in at 0.5 the part depends on the
+    init; without the fan_in and 4× cells it is contradicted only where it ran."""
+    everywhere = verdicts(_zeros_in_cells({"base": 0.86, "fan_in": 0.86, "long": 0.86}))["C5"]
+    assert everywhere.verdict.verdict == CONTRADICTED and not everywhere.unchecked, everywhere.verdict
+    details = "\n".join(everywhere.details)
+    assert "lr-robust" in details and "init-robust" in details and "length-robust" in details
+    assert "lr checked on tuning seeds only" in details  # no judged neighbour runs: the tuning seeds' lrs
+
+    init_dependent = verdicts(_zeros_in_cells({"base": 0.86, "fan_in": 0.5, "long": 0.86}))["C5"]
+    part = dict(init_dependent.parts)["relu about half after training (lr 0.003)"]
+    assert part.verdict == INCONCLUSIVE and "init-dependent" in part.reason, part
+    assert init_dependent.verdict.verdict == INCONCLUSIVE
+
+    alone = verdicts(_zeros_in_cells({"base": 0.86}))["C5"]
+    assert alone.scoped.verdict == CONTRADICTED
+    assert alone.verdict.verdict == INCONCLUSIVE and "(init, length unchecked)" in alone.verdict.reason, alone.verdict
+
+
+def test_c5_contradicted_at_init_needs_no_trained_factor():
+    """relu zeroes 0.9 of its units at init (no training: no lr, init convention or length to vary): the claim is
+    contradicted by that part even where the trained parts' factors never ran."""
+    result = verdicts(_zeros_in_cells({"base": 0.5}, relu_init=0.9))["C5"]
+    assert result.verdict.verdict == CONTRADICTED, result.verdict
+    assert dict(result.parts)["relu about half at init (the article's snippet: random weights)"].verdict \
+        == CONTRADICTED
+
+
+def _dead_in_cells(dead: dict[str, float]) -> list[dict]:
+    """C6 in each cell of `dead` (CELLS): relu best at 0.001 (2% dead), its dead fraction at 0.03 the cell's."""
+    return [make_record("relu", s, loss, lr=lr, dead=d + (0.01, -0.01, 0.005)[s], config=CELLS[cell])
+            for cell, at_large in dead.items() for s in SEEDS
+            for lr, loss, d in ((1e-3, 3.1, 0.02), (3e-2, 3.3, at_large))]
+
+
+def test_c6_decides_only_where_init_and_length_ran_and_agree():
+    everywhere = verdicts(_dead_in_cells({"base": 0.5, "fan_in": 0.5, "long": 0.5}))["C6"]
+    assert everywhere.verdict.verdict == SUPPORTED and not everywhere.unchecked, everywhere.verdict
+    assert "init-robust" in "\n".join(everywhere.details)
+    init_dependent = verdicts(_dead_in_cells({"base": 0.5, "fan_in": 0.1, "long": 0.5}))["C6"]
+    assert init_dependent.verdict.verdict == INCONCLUSIVE and "init-dependent" in init_dependent.verdict.reason
+    alone = verdicts(_dead_in_cells({"base": 0.1}))["C6"]
+    assert alone.scoped.verdict == CONTRADICTED
+    assert alone.verdict.verdict == INCONCLUSIVE and "(init, length unchecked)" in alone.verdict.reason
+
+
+def test_c4_stability_counts_only_the_lr_seed_cells_both_activations_ran():
+    """relu ran three extra seeds at lr 0.01 where it diverged; gelu did not run them: they do not count."""
+    grid = [rec for lr in (3e-3, 1e-2) for rec in losses("gelu", 3.0, lr=lr) + losses("relu", 3.05, lr=lr)]
+    extra = [make_record("relu", s, None, lr=1e-2, status="diverged") for s in (3, 4, 5)]
+    details = "\n".join(verdicts(grid + extra)["C4"].details)
+    assert "relu: 0 of 6 runs diverged" in details and "gelu: 0 of 6 runs diverged" in details
