@@ -204,7 +204,7 @@ def bracketing(runs: Sequence[Run], lr: float) -> str | None:
 
 
 def tuning_key(r: Run) -> tuple:
-    """What a run shares with the tuning runs that choose its lr (ffnbench.sweep.tuning): everything but the lr and seed."""
+    """What a run shares with the tuning runs that choose its lr (sweep.tuning): everything but the lr and seed."""
     return (r.setting, r.act, r.sizing, r.ratio, r.bias, r.multiple_of)
 
 

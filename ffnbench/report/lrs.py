@@ -47,6 +47,6 @@ def lr_section(runs: list[Run]) -> list[str]:
     return ["## Learning rates", "",
             "Each variant marked here was judged at the lr its own tuning runs chose (seeds that are never judged), "
             "then compared on fresh seeds: the lr with the lowest median final loss over its tuning seeds, a diverged "
-            "seed counting as +∞ (ffnbench/claims/lr_protocol.py). \"unstable\": a tuning run with a plateau or a spike "
-            "(Instabilities below).", "",
+            "seed counting as +∞ (ffnbench/claims/lr_protocol.py). \"unstable\": a tuning run with a plateau or a "
+            "spike (Instabilities below).", "",
             *markdown_table(HEADER, rows), ""]

@@ -132,8 +132,8 @@ def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
              "step-down procedure over the parts that carry a p-value (exact and analytic parts are not corrected).",
              "- **Learning rate (protocol per verdict):** " + ("; ".join(protocols) or "no trained claim") + ". "
              "A tuned lr is the one with the lowest median final loss over its tuning seeds, a diverged seed counting "
-             "as +∞ (ffnbench/claims/lr_protocol.py); a robust preset asks ≥ 7 lrs spaced ×√2 on the same ≥ 3 seeds and "
-             "extends a grid whose choice sits at its edge before any judged run.",
+             "as +∞ (ffnbench/claims/lr_protocol.py); a robust preset asks ≥ 7 lrs spaced ×√2 on the same ≥ 3 seeds "
+             "and extends a grid whose choice sits at its edge before any judged run.",
              grids_line(runs),
              robustness_line(results),
              instability_line(runs),

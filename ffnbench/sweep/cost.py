@@ -83,8 +83,8 @@ def throughput(gpu: str | None = None, bench_dir: Path = BENCH_DIR) -> Throughpu
             return Throughput(label, float(best["mfu"]) * float(best["peak_flops"]),
                               f"MFU {best['mfu']:.3f} measured by `make gpu-check` ({where})")
     if peak is None:
-        raise ValueError(f"--gpu {name}: not in ffnbench/training/throughput.py's GPU_PEAK_FLOPS; name a listed GPU (e.g. H100, "
-                         "A100) or add its peak")
+        raise ValueError(f"--gpu {name}: not in ffnbench/training/throughput.py's GPU_PEAK_FLOPS; name a listed GPU "
+                         "(e.g. H100, A100) or add its peak")
     how = "detected" if gpu is None and _detected_gpu() else ("named with --gpu" if gpu else "the default GPU")
     return Throughput(label, DEFAULT_MFU * peak, f"a stated default: {DEFAULT_MFU:.0%} of the {label}'s bf16 peak "
                                                  f"({peak / 1e12:.0f} TFLOP/s; {how}); no gpu-check result for it")

@@ -97,7 +97,7 @@ def log_row(trainer, metrics: Mapping[str, Any], step: int) -> None:
     """One row of training metrics to every logger of the run, at `step`, as Lightning's logger connector writes its
     own rows (numbers, the epoch added), without going through `LightningModule.log`: that costs a deep copy of the
     metric's state per call, hundreds of microseconds, and keeps the values in a collection that Lightning then walks
-    after every step, logged or not. The values are numbers already (the module reads them: ffnbench.training.readout). Unlike
+    after every step, logged or not. The values are numbers already (the module reads them: training.readout). Unlike
     Lightning's connector it does not save the loggers after each row (metrics.csv would be appended to every logging
     step): the CSV logger writes its rows by itself at a row whose step + 1 is a multiple of 100, and every checkpoint
     (callbacks.PeriodicCheckpoint) and the run's end save them all, so a resumed run's file holds every row up to its

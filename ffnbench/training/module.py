@@ -220,8 +220,8 @@ class LMModule(L.LightningModule):
             self._write(older)
 
     def _close_row(self) -> tuple[int, Readout] | None:
-        """This logging step's row (log_step), copied for reading (ffnbench.training.readout) and emptied; None on a batch
-        that does not log."""
+        """This logging step's row (log_step), copied for reading (ffnbench.training.readout) and emptied; None on a
+        batch that does not log."""
         if not self._row:
             return None
         self._row.setdefault("epoch", self.trainer.current_epoch)  # the epoch of the step, not of the write

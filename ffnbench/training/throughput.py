@@ -170,7 +170,7 @@ class ThroughputMonitor(L.Callback):
     end of training, minus the time spent in validation. It sees the ends of batches (trainer.inner_steps steps
     each): timing starts at the first batch end at or after `skip_steps`, so a run of one batch has none. The edges of
     the timed stretches and of each logging window are marks of a clock: on a CPU, seconds on the host; where reads
-    are deferred (a GPU: ffnbench.training.readout), CUDA events, so that timing never waits for the device, and a window's
+    are deferred (a GPU: training.readout), CUDA events, so that timing never waits for the device, and a window's
     figures are worked out when its row is read (they go into the row as callables).
 
     Args:

@@ -137,7 +137,7 @@ class _Hook(L.Callback):
 @pytest.mark.parametrize(("defer", "stop"), [("0", 19), ("1", 20)])
 def test_a_non_finite_loss_on_one_rank_stops_every_rank_at_the_same_step(cache_dir, tmp_path, defer, stop):
     """Without agreeing, rank 1 would return before its backward while rank 0 waited in the all-reduce: a hang. With
-    reads deferred (the GPU path, forced here: ffnbench.training.readout) the ranks read the reduced flag at the next batch's
+    reads deferred (the GPU path, forced here: training.readout) the ranks read the reduced flag at the next batch's
     start, after step 19's update: they stop at step 20."""
     env = {**os.environ, "WANDB_MODE": "offline", "PYTHONPATH": hook_pythonpath(tmp_path, INF_ON_RANK_1),
            DEFER_ENV: defer}

@@ -213,7 +213,7 @@ def test_no_host_read_on_a_step_that_does_not_log(tmp_path, monkeypatch):
 
 
 def test_deferred_reads_write_the_same_rows_and_read_nothing_during_training(tmp_path, monkeypatch):
-    # The GPU path (ffnbench.training.readout) forced on the CPU: each logging step's row is copied without a host read and
+    # The GPU path (training.readout) forced on the CPU: each logging step's row is copied without a host read and
     # written at the next batch's start. The rows, curve and training losses are the ones read at once, bit for bit.
     now, _ = _step_run(tmp_path, "now", "trainer.log_every=4")
     monkeypatch.setenv(DEFER_ENV, "1")
