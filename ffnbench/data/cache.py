@@ -14,9 +14,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -163,11 +164,18 @@ def prepare_corpus(config: DataConfig | Mapping) -> tuple[Path, dict[str, dict],
         return tok_dir, _build(config, tok_dir.parent, tok_dir), False
 
 
-def train_unigram_loss(tok_dir: Path, tokens: np.ndarray, vocab_size: int, train_meta: Mapping) -> float:
-    """The training split's unigram entropy in nats/token (instability.unigram_loss): the loss a model that ignores
-    the context reaches, what a plateau stays near. Computed once and kept beside train.bin, keyed by its digest."""
-    from ffnbench.runs.instability import unigram_loss
+def unigram_loss(counts: Sequence[int]) -> float:
+    """The entropy of the token distribution, in nats/token: the loss of the best model that ignores the context.
+    A fact of the corpus, so it lives with the corpus's cache (runs.instability compares curves with it)."""
+    total = float(sum(counts))
+    if total <= 0:
+        raise ValueError("no tokens to count")
+    return -sum(c / total * math.log(c / total) for c in counts if c)
 
+
+def train_unigram_loss(tok_dir: Path, tokens: np.ndarray, vocab_size: int, train_meta: Mapping) -> float:
+    """The training split's unigram entropy in nats/token (unigram_loss): the loss a model that ignores the context
+    reaches, what a plateau stays near. Computed once and kept beside train.bin, keyed by its digest."""
     path = tok_dir / UNIGRAM_FILE
     key = train_meta.get("blake2b") or train_meta.get("content_hash")
     try:

@@ -3,9 +3,10 @@ result.json (`instabilities`) and counted in the report, never a reason to drop 
 
 - **diverged**: the loss stopped being finite (the run stopped there: LMModule._diverge). Size: none.
 - **plateau**: the validation loss is still near the corpus's unigram loss (what a model that ignores the context
-  reaches) well after warmup: within `plateau_margin` nats of it at the first checkpoint at or after
-  `plateau_after`·warmup_steps. Step: the last checkpoint still that near; size: the steps it stayed there after
-  warmup. A run that plateaus is stuck, not slow: its final loss says more about the plateau than about its lr.
+  reaches: data.cache.unigram_loss, a fact of the corpus) well after warmup: within `plateau_margin` nats of it at
+  the first checkpoint at or after `plateau_after`·warmup_steps. Step: the last checkpoint still that near; size:
+  the steps it stayed there after warmup. A run that plateaus is stuck, not slow: its final loss says more about
+  the plateau than about its lr.
 - **spike**: after warmup, the training loss rises more than `spike_margin` nats above its running minimum, then
   comes back within that margin. Step: the peak; size: the peak's height above the running minimum (nats).
   A rise that never comes back is a spike too, marked `recovered: false`.
@@ -140,11 +141,3 @@ def detect(*, status: str, steps: int | None, val_curve: Curve, train_curve: Cur
         bad = [s for s, v in (train_curve or []) if not math.isfinite(v)]
         found.append(Instability("diverged", bad[0] if bad else int(steps or 0), None, recovered=False))
     return sorted(found, key=lambda i: (i.step, KINDS.index(i.kind)))
-
-
-def unigram_loss(counts: Sequence[int]) -> float:
-    """The entropy of the token distribution, in nats/token: the loss of the best model that ignores the context."""
-    total = float(sum(counts))
-    if total <= 0:
-        raise ValueError("no tokens to count")
-    return -sum(c / total * math.log(c / total) for c in counts if c)

@@ -1,11 +1,13 @@
 """The token cache (ffnbench.data.cache): a damaged cache is rebuilt, setup without one says to prepare, a BPE
 tokenizer is trained on train only, cached and reused."""
 
+import math
 import re
 
 import numpy as np
 import pytest
 
+from ffnbench.data.cache import unigram_loss
 from ffnbench.data.tokenizer import BPE_FILE, BPETokenizer
 from ffnbench.errors import DataError
 
@@ -57,3 +59,10 @@ def test_bpe_is_trained_on_train_only_cached_and_reused(tmp_path, monkeypatch):
         again = ready(make_dm(tmp_path, path=str(tmp_path / "docs"), tokenizer="bpe", vocab_size=300))
     assert (again.token_dir / BPE_FILE).stat().st_mtime_ns == trained
     assert (np.asarray(again.train_tokens) == np.asarray(dm.train_tokens)).all()
+
+
+def test_the_unigram_loss_is_the_entropy_of_the_token_counts():
+    assert unigram_loss([1, 1, 1, 1]) == pytest.approx(math.log(4))
+    assert unigram_loss([5, 0, 0]) == 0.0
+    with pytest.raises(ValueError):
+        unigram_loss([0, 0])

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from ffnbench.errors import ConfigError
-from ffnbench.runs.instability import Instability, Thresholds, detect, plateau, spikes, unigram_loss
+from ffnbench.runs.instability import Instability, Thresholds, detect, plateau, spikes
 
 T = Thresholds(plateau_margin=0.45, plateau_after=2.5, spike_margin=0.3)
 UNIGRAM = 3.30
@@ -67,13 +67,6 @@ def test_without_a_training_curve_spikes_are_read_off_the_validation_curve():
     found = detect(status="finished", steps=200, val_curve=val, train_curve=None, unigram_loss=UNIGRAM,
                    warmup_steps=WARMUP, thresholds=T)
     assert [(i.kind, i.step) for i in found] == [("spike", 150)]
-
-
-def test_the_unigram_loss_is_the_entropy_of_the_token_counts():
-    assert unigram_loss([1, 1, 1, 1]) == pytest.approx(math.log(4))
-    assert unigram_loss([5, 0, 0]) == 0.0
-    with pytest.raises(ValueError):
-        unigram_loss([0, 0])
 
 
 @pytest.mark.parametrize("bad, match", [
