@@ -12,7 +12,8 @@ unstable tuning run (a plateau or a spike, not its loss at that lr) is judged at
   lower ones at slow training, so the optimum gets bracketed; one still at an edge after the cap is judged anyway
   and named "optimum not bracketed".
 
-Pure functions of runs (ffnbench.claims.runs.Run) and numbers: importing this module imports no training code."""
+Pure functions of runs (claims.runs.Run) and numbers, and the method the sweep, the claims and the report share: it
+lives with the claims (the sweep plans by it, the claims judge by it), and imports no training code."""
 
 from __future__ import annotations
 
@@ -21,13 +22,11 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from ffnbench.claims.runs import Run, group_by, outcomes_by_seed
 from ffnbench.config.validate import check_known_keys
 from ffnbench.errors import ConfigError
-
-if TYPE_CHECKING:
-    from ffnbench.claims.runs import Run
+from ffnbench.runs.instability import Thresholds
 
 STEP = math.sqrt(2)  # the grid's spacing: half an octave
 SIG_DIGITS = 3  # lrs are rounded to this many significant digits, so a grid and its extensions name the same runs
@@ -143,8 +142,6 @@ class LrProtocol:
 def check_protocols(config: Mapping) -> None:
     """The blocks a run carries that judge runs rather than make them (lr_protocol, instability): checked by the
     sweep's planner for every job and by a run itself, so that a bad value stops either before any work."""
-    from ffnbench.runs.instability import Thresholds
-
     LrProtocol.from_config(config.get("lr_protocol"))
     Thresholds.from_config(config.get("instability"))
 
@@ -159,8 +156,6 @@ def lr_protocol(config: Mapping) -> LrProtocol:
 
 def _outcomes(runs: Iterable[Run]) -> dict[float, list[float]]:
     """{lr: one final loss per seed, +∞ for a diverged seed} over the runs with an outcome."""
-    from ffnbench.claims.runs import outcomes_by_seed
-
     runs = list(runs)
     out: dict[float, list[float]] = {}
     for lr in sorted({r.lr for r in runs}):
@@ -211,8 +206,6 @@ def tuning_key(r: Run) -> tuple:
 def chosen_lrs(tuning: Iterable[Run]) -> dict[tuple, float]:
     """{tuning_key: the lr best_lr picks from those tuning runs} over the groups that can choose — the choice
     `make sweep` made for the judged runs with optim.lr=tuned (ffnbench.sweep.tuning.choose_lr)."""
-    from ffnbench.claims.runs import group_by
-
     groups = group_by((r for r in tuning if r.role == "tuning"), tuning_key)
     out = {}
     for k, rs in groups.items():
