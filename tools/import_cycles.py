@@ -1,7 +1,8 @@
-"""List the import cycles among a package's modules (stdlib `ast` only: nothing is imported).
+"""List the import cycles among a package's modules and among its parts (stdlib `ast` only: nothing is imported).
 
 `python tools/import_cycles.py [PACKAGE_DIR]` (default: ffnbench) prints one line per cycle and exits 1 if a
-module-level cycle exists. Two kinds of edge:
+module-level cycle or a cycle among the package's parts exists; `--layers` also prints the parts in layers (each
+imports only from the layers below it). Two kinds of edge:
 
     module-level  an import that runs when the module is imported (at the top, or in a class body or an
                   `if`/`try` at module level); `if TYPE_CHECKING:` blocks never run, so they are left out
@@ -17,6 +18,11 @@ when that is a module. Importing a submodule also runs its parent packages' `__i
 edge is not counted: a package `__init__` may re-export its submodules, and a cycle through it is found only
 when a submodule names the package itself (`from a import name`, `from a import submodule`), which it should
 not: it imports from the defining submodule instead (`from a.submodule import name`, `import a.submodule`).
+
+The parts of a package are its direct subpackages and top-level modules (ffnbench.claims, ffnbench.train). Part A
+imports part B when any module of A imports any module of B, at module level or inside a function alike: a lazy
+import still ties A to B, so it counts here. The parts must form no cycle at all (two parts importing each other is
+the shortest), with no exception: then they stack in layers, and the layers say which part may import which.
 """
 
 from __future__ import annotations
@@ -164,12 +170,67 @@ def cycles(graph: Graph) -> tuple[list[list[str]], list[list[str]]]:
     return eager, lazy
 
 
+def part_of(module: str, root: str) -> str | None:
+    """The part of the package `root` that holds `module` (root.sub.leaf → root.sub); None for root's `__init__`."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == root and len(parts) > 1 else None
+
+
+def part_edges(graph: Graph, root: str) -> dict[tuple[str, str], list[str]]:
+    """(part, part it imports) → the module imports behind that edge ("a.x -> b.y", "~>" for a lazy one)."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module in sorted(graph.modules):
+        here = part_of(module, root)
+        for arrow, targets in (("->", graph.eager.get(module, set())), ("~>", graph.lazy.get(module, set()))):
+            for target in sorted(targets):
+                there = part_of(target, root)
+                if here and there and here != there:
+                    edges.setdefault((here, there), []).append(f"{module} {arrow} {target}")
+    return edges
+
+
+def part_cycles(graph: Graph, root: str) -> list[list[str]]:
+    """One cycle per strongly connected group of the package's parts (module-level and lazy imports alike)."""
+    edges: dict[str, set[str]] = {p: set() for m in graph.modules if (p := part_of(m, root))}
+    for here, there in part_edges(graph, root):
+        edges[here].add(there)
+    return [_cycle_in(c, edges) for c in _components(edges)]
+
+
+def layers(graph: Graph, root: str) -> list[list[str]]:
+    """The parts in layers, lowest first: a part sits one layer above the highest part it imports (acyclic only)."""
+    below: dict[str, set[str]] = {p: set() for m in graph.modules if (p := part_of(m, root))}
+    for here, there in part_edges(graph, root):
+        below[here].add(there)
+    level: dict[str, int] = {}
+
+    def height(part: str) -> int:
+        if part not in level:
+            level[part] = 1 + max((height(p) for p in below[part]), default=-1)
+        return level[part]
+
+    for part in below:
+        height(part)
+    return [sorted(p for p in level if level[p] == n) for n in range(max(level.values(), default=-1) + 1)]
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print every cycle under the package directory in argv (default ffnbench); 1 if a module-level one exists."""
+    """Print every cycle under the package directory in argv (default ffnbench); 1 if a module-level one or a cycle
+    among the package's parts exists."""
     args = sys.argv[1:] if argv is None else argv
+    show_layers = "--layers" in args
+    args = [a for a in args if a != "--layers"]
     package_dir = Path(args[0] if args else "ffnbench")
     graph = build_graph(package_dir)
     eager, lazy = cycles(graph)
+    root = package_dir.resolve().name
+    parts = part_cycles(graph, root)
+    edges = part_edges(graph, root)
+    for cycle in parts:
+        print("parts:        " + " -> ".join(cycle))
+        for here, there in itertools.pairwise(cycle):
+            print(f"                {here} -> {there}: " + "; ".join(edges[here, there][:3])
+                  + (f" (+{len(edges[here, there]) - 3} more)" if len(edges[here, there]) > 3 else ""))
     for cycle in eager:
         print("module-level: " + " -> ".join(cycle))
     for cycle in lazy:
@@ -177,9 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         for here, there in itertools.pairwise(cycle):
             steps.append(("-> " if there in graph.eager[here] else "~> ") + there)
         print("lazy:         " + " ".join(steps))
-    if not eager and not lazy:
-        print(f"no import cycles among {len(graph.modules)} modules")
-    return 1 if eager else 0
+    if not eager and not lazy and not parts:
+        print(f"no import cycles among {len(graph.modules)} modules or among their parts")
+    if show_layers and not parts:
+        for n, layer in enumerate(layers(graph, root)):
+            print(f"layer {n}: " + ", ".join(p.split(".", 1)[1] for p in layer))
+    return 1 if eager or parts else 0
 
 
 if __name__ == "__main__":
