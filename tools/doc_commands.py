@@ -99,7 +99,7 @@ RULES: list[Rule] = [
     Rule(r"python -m ffnbench\.sweep|wandb sync", "skip", "names a program in prose: its commands are checked"),
     Rule(r"\.venv/bin/python -m pytest -q( tests/[\w/]+\.py)+", "runs", timeout_s=300),  # a change's narrow tests
     Rule(r"make (help|lint|clean)", "runs", timeout_s=120),
-    Rule(r"python tools/import_cycles\.py", "runs", timeout_s=60),
+    Rule(r"python tools/import_cycles\.py( --layers)?", "runs", timeout_s=60),
     # the tables, the corpus, the checks of the environment
     Rule(r"(make params|(python -m )?ffnbench params|python -m ffnbench params( [\w.=]+)*)", "runs", timeout_s=120),
     Rule(r"make data|python -m ffnbench\.data", "runs", timeout_s=180),

@@ -12,7 +12,8 @@ the verdict is inconclusive; a claim made of parts is their conjunction (stats.m
 claim whose deciding comparison has fewer than two seeds is at most inconclusive ("one seed: no interval"); a
 trained claim with no runs in the sweep is inconclusive with the command that makes them.
 
-Layout: runs (a run and its per-seed statistics), pairing (comparison keys and paired comparisons),
+Layout: runs (a run and its per-seed statistics), lr_protocol (how a variant's lr is chosen: the sweep plans
+by it, the claims judge by it), pairing (comparison keys and paired comparisons),
 formatting (effects as text), claim (the registry entry and its verdict), one module per family of claims
 (widths, analytic, activations, sparsity, bias, alignment) and registry (every claim, and `evaluate`).
 """

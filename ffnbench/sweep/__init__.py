@@ -13,6 +13,8 @@ Modules:
     launchers.py  the Hydra launchers: their overrides, whether the runs train on a CPU, submitit's local GPUs
     arms.py       the robust protocol's arms: a claim experiment's comparisons crossed with the lr, init, length and
                   size cells its verdicts are checked on
+    tuning.py     the lr-tuning stage: which tuning runs a variant needs, the lr they choose, bracketing
+    progress.py   a sweep's time left
     cost.py       what a sweep costs per arm before it starts (runs, tokens, FLOPs, GPU-hours), and a budget's cut
     restore.py    a published results.jsonl put back into a sweep's run directories (--restore)
     outcome.py    the table of what each run's result says after the sweep
