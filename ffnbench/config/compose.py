@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -45,10 +46,37 @@ def run_name(act, width, budget, bias, multiple_of, approximate, seed, override_
         label = spec.label
     except ConfigError:
         label = f"{act}-invalid"  # the run itself reports the error; the name only has to exist
-    extras = str(override_dirname or "").replace("/", "_").replace(",", "-").replace(" ", "")
+    extras = _name_extras(str(override_dirname or ""))
     if len(extras) > MAX_NAME_EXTRAS:
-        extras = "o" + hashlib.blake2b(extras.encode(), digest_size=5).hexdigest()
+        # a long data.path keeps its file's stem, with a hash of the whole path (two corpora of one name differ)
+        shortened = _name_extras(_DATA_PATH.sub(_short_data_path, str(override_dirname)))
+        digest = "o" + hashlib.blake2b(extras.encode(), digest_size=5).hexdigest()
+        if len(shortened) <= MAX_NAME_EXTRAS and shortened != extras:
+            extras = shortened
+        else:
+            stem = _DATA_PATH.search(str(override_dirname))
+            extras = f"{_path_stem(stem.group(2))}-{digest}" if stem else digest
     return f"{label}{'-' + extras if extras else ''}-s{seed}"
+
+
+# A data.path item of Hydra's override_dirname (`key=value` items joined by commas, sorted by key). Only a name whose
+# overrides are too long to spell out (MAX_NAME_EXTRAS) changes with it: the names of all other runs stay as they were.
+_DATA_PATH = re.compile(r"(^|,)data\.path=([^,]*)")
+
+
+def _name_extras(override_dirname: str) -> str:
+    return override_dirname.replace("/", "_").replace(",", "-").replace(" ", "")
+
+
+def _path_stem(path: str) -> str:
+    """A corpus path's file (or folder) name without its suffix, in characters a directory name keeps."""
+    stem = Path(path.rstrip("/") or "root").stem
+    return re.sub(r"[^A-Za-z0-9._=+-]", "_", stem)[:40] or "data"
+
+
+def _short_data_path(match: re.Match) -> str:
+    path = match.group(2)
+    return f"{match.group(1)}data.path={_path_stem(path)}-{hashlib.blake2b(path.encode(), digest_size=3).hexdigest()}"
 
 
 def config_groups() -> str:
