@@ -13,6 +13,7 @@ COMMANDS = {
     "train": ("ffnbench.train", "train one model (Hydra overrides; -m for a sweep)"),
     "sweep": ("ffnbench.sweep.cli", "plan and launch a sweep preset in rounds (what `make sweep` runs)"),
     "report": ("ffnbench.report", "write REPORT.md and figures for a sweep directory"),
+    "sample": ("ffnbench.sample", "text a trained run writes (its checkpoint, its tokenizer)"),
     "bench": ("ffnbench.bench", "performance benchmarks, recorded as ratios"),
 }
 
