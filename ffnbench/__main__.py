@@ -1,6 +1,6 @@
 """`ffnbench <command> [args]` / `python -m ffnbench <command> [args]`.
 
-Commands: params, data, train, report, bench. Each is also `python -m ffnbench.<module>`."""
+Commands: params, data, train, sweep, report, bench, sample. Each is also `python -m ffnbench.<module>`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ COMMANDS = {
     "params": ("ffnbench.params", "parameter and FLOP tables: the documents' models, or any config"),
     "data": ("ffnbench.data", "prepare (tokenize and cache) a corpus and print its size"),
     "train": ("ffnbench.train", "train one model (Hydra overrides; -m for a sweep)"),
+    "sweep": ("ffnbench.sweep.cli", "plan and launch a sweep preset in rounds (what `make sweep` runs)"),
     "report": ("ffnbench.report", "write REPORT.md and figures for a sweep directory"),
+    "sample": ("ffnbench.sample", "text a trained run writes (its checkpoint, its tokenizer)"),
     "bench": ("ffnbench.bench", "performance benchmarks, recorded as ratios"),
 }
 

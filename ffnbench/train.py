@@ -18,11 +18,11 @@ from pathlib import Path
 import hydra
 import lightning as L
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from ffnbench.claims.lr_protocol import check_protocols
 from ffnbench.cli import user_errors_exit
-from ffnbench.config.compose import check_overrides
+from ffnbench.config.compose import MULTIRUN_FLAGS, check_overrides
 from ffnbench.config.identity import with_hardware
 from ffnbench.config.schema import OptimConfig, TrainerConfig, run_spec, to_container
 from ffnbench.data import LMDataModule, check_windows
@@ -47,6 +47,7 @@ from ffnbench.runs.rundir import (
     RUN_CONFIG_FILE,
     RunLock,
     RunPlan,
+    check_writable,
     last_checkpoint,
     plan_run,
     rank_zero_holds,
@@ -184,23 +185,29 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
             trainer.validate(module, datamodule=dm, verbose=False)  # step 0: loss and FFN stats at init
         trainer.fit(module, datamodule=dm, ckpt_path=str(plan.ckpt) if plan.ckpt else None)
         # "finished" only once the final validation is done too: a stop inside it (SIGTERM, Ctrl-C, an error) leaves
-        # the run "failed", so a rerun resumes and validates it, instead of a finished record without final metrics.
+        # the run to resume, so a rerun validates it, instead of a finished record without final metrics.
         if module.status == "running":  # the final validation: the periodic windows again, then data.final_val_tokens'
             dm.final = True
             trainer.validate(module, datamodule=dm, verbose=False)
         status = "finished" if module.status == "running" else module.status  # a NaN there is a divergence
         error = module.divergence if status == "diverged" else None
         exit_code = 0
-    except SIGTERMException as e:  # SIGTERM or the pre-emption signal: last.ckpt holds the step it stopped at
-        what = "the pre-emption signal" if preemption.received else "SIGTERM"
-        saved = f"step {ckpt_cb.saved_step}" if ckpt_cb.saved_step >= 0 else "its last checkpoint"
-        error = f"stopped by {what} at step {module.global_step}; a rerun resumes from {saved} ({ckpt_cb.path})"
-        raise SystemExit(128 + signal.SIGTERM) from e  # exit as a process ended by SIGTERM does, not with 0
     except BaseException as e:  # record the failure (Ctrl-C and SystemExit included), then let it propagate
-        error = f"{type(e).__name__}: {e}"
-        if not isinstance(e, KeyboardInterrupt | SystemExit):
-            error += "\n" + "".join(traceback.format_exception(e)[-3:])
-        raise
+        stop = _stop_signal(e, preemption)
+        if stop is None:
+            error = f"{type(e).__name__}: {e}"
+            if not isinstance(e, KeyboardInterrupt | SystemExit):
+                error += "\n" + "".join(traceback.format_exception(e)[-3:])
+            raise
+        # SIGTERM, the pre-emption signal or Ctrl-C: an interruption, not a failure. last.ckpt holds the step it
+        # stopped at (or the one before: PeriodicCheckpoint.on_exception); a rerun resumes from it.
+        what, signum = stop
+        saved = ckpt_cb.saved_step if ckpt_cb.saved_step >= 0 else plan.resumed_from
+        status, exit_code = "interrupted", 128 + signum  # as a process ended by that signal: 130 / 143
+        error = stopped_line(what, module.global_step, saved, ckpt_cb.path)
+        if is_rank_zero:
+            print(f"ffnbench: {run.run_dir.name}: {error}", file=sys.stderr, flush=True)
+        raise SystemExit(exit_code) from e
     finally:
         if module._trainer is not None:
             with contextlib.suppress(Exception):  # best effort: the run is recorded whatever stopped it
@@ -223,9 +230,36 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
             finish_wandb(exit_code, summary=result.wandb_summary())
         preemption.forward()  # under submitit: its handler requeues the job (which resumes) and exits
     if is_rank_zero:
-        print(f"ffnbench: {status}: val loss {result.metrics['final_val_loss']}, val bpb "
-              f"{result.metrics['final_val_bpb']} → {run.run_dir / RESULT_FILE}")
+        print(finished_line(status, result.metrics, run.run_dir / RESULT_FILE))
     return result
+
+
+def _stop_signal(e: BaseException, preemption: PreemptionSignal) -> tuple[str, int] | None:
+    """What stopped the run, when a signal did: (its name, its number) for SIGTERM or the pre-emption signal
+    (Lightning's SIGTERMException; PreemptionSignal raises it for either) and for Ctrl-C (a KeyboardInterrupt, or the
+    sys.exit(1) Lightning turns it into inside fit and validate); None for anything else."""
+    if isinstance(e, SIGTERMException):
+        return ("the pre-emption signal" if preemption.received else "SIGTERM"), int(signal.SIGTERM)
+    if isinstance(e, KeyboardInterrupt) or (isinstance(e, SystemExit) and isinstance(e.__context__, KeyboardInterrupt)):
+        return "Ctrl-C", int(signal.SIGINT)
+    return None
+
+
+def stopped_line(what: str, step: int, saved: int | None, ckpt: Path) -> str:
+    """The one line a stopped run prints (and records as its error): where it stopped, where it resumes from."""
+    if saved is None:
+        return f"stopped by {what} at step {step}; no checkpoint yet: rerun the same command to start it again"
+    return f"stopped by {what} at step {step}; checkpoint at step {saved} ({ckpt}): rerun the same command to resume"
+
+
+def finished_line(status: str, metrics: dict, path: Path) -> str:
+    """The last line of a run: its status and final losses, at 4 decimals (result.json keeps them in full)."""
+
+    def shown(x: object) -> str:
+        return f"{x:.4f}" if isinstance(x, int | float) and not isinstance(x, bool) else str(x)
+
+    return (f"ffnbench: {status}: val loss {shown(metrics.get('final_val_loss'))}, "
+            f"val bpb {shown(metrics.get('final_val_bpb'))} → {path}")
 
 
 def _trainer(run: Run, devices: int | list[int], loggers: list, callbacks: list[L.Callback]) -> L.Trainer:
@@ -282,11 +316,36 @@ def _hydra_main(cfg: DictConfig) -> str:
         raise
 
 
+def check_output_dirs(configs: list[DictConfig], args: list[str]) -> None:
+    """The folders Hydra makes before a job starts (hydra.run.dir, or hydra.sweep.dir with -m) and run_dir when
+    set: each one that cannot be made or written is a ConfigError naming the setting that chose it (runs_root unless
+    the command line set the folder itself), before Hydra fails there with a traceback."""
+    multirun = any(a in MULTIRUN_FLAGS for a in args)
+    hydra_key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = {a.split("=", 1)[0].lstrip("+~") for a in args if "=" in a}
+    seen: set[tuple[str, str]] = set()
+    for cfg in configs:
+        folders = [(hydra_key if hydra_key in given else "runs_root", str(OmegaConf.select(cfg, hydra_key)))]
+        if cfg.get("run_dir"):
+            folders.append(("run_dir", str(cfg.run_dir)))
+        for setting, folder in folders:
+            if (setting, folder) not in seen:
+                seen.add((setting, folder))
+                check_writable(Path(folder), setting if setting != "runs_root" else f"runs_root={cfg.runs_root}")
+
+
 def main() -> None:
     """`python -m ffnbench.train [-m] [overrides]`. The overrides are composed once before Hydra starts, so that
-    any that cannot be (an unknown option of a config group, a key that does not exist) is one line and exit 2."""
-    user_errors_exit(check_overrides)(sys.argv[1:])
-    _hydra_main()
+    any that cannot be (an unknown option of a config group, a key that does not exist, an output folder that cannot
+    be written) is one line and exit 2."""
+    args = sys.argv[1:]
+    configs = user_errors_exit(check_overrides)(args)
+    user_errors_exit(check_output_dirs)(configs, args)
+    try:
+        _hydra_main()
+    except KeyboardInterrupt:  # Ctrl-C before the training started (a run stopped in training says so itself)
+        print("ffnbench: stopped by Ctrl-C before training started", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
 
 
 if __name__ == "__main__":

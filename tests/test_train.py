@@ -188,6 +188,48 @@ def test_cli_trains_and_prints_where_the_result_is(cache_dir, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert str(tmp_path / "cli" / RESULT_FILE) in out.stdout
     assert (tmp_path / "cli" / ".hydra" / "config.yaml").exists()
+    assert not (tmp_path / "cli" / "train.log").exists()  # Hydra's job log: it only ever stayed empty
+    assert "GPU available" not in out.stdout + out.stderr  # Lightning's accelerator banner
+    metrics = RunResult.read(tmp_path / "cli").metrics
+    assert out.stdout.splitlines()[-1] == (f"ffnbench: finished: val loss {metrics['final_val_loss']:.4f}, val bpb "
+                                           f"{metrics['final_val_bpb']:.4f} → {tmp_path / 'cli' / RESULT_FILE}")
+
+
+def test_the_last_line_rounds_the_losses_and_a_stop_says_where_it_resumes():
+    from ffnbench.train import finished_line, stopped_line
+
+    assert finished_line("finished", {"final_val_loss": 2.659558157242941, "final_val_bpb": 3.83696}, Path("r.json")) \
+        == "ffnbench: finished: val loss 2.6596, val bpb 3.8370 → r.json"
+    assert finished_line("diverged", {"final_val_loss": None, "final_val_bpb": None}, Path("r.json")) \
+        == "ffnbench: diverged: val loss None, val bpb None → r.json"
+    assert stopped_line("Ctrl-C", 23, 20, Path("c/last.ckpt")) == \
+        "stopped by Ctrl-C at step 23; checkpoint at step 20 (c/last.ckpt): rerun the same command to resume"
+    assert stopped_line("SIGTERM", 3, None, Path("c/last.ckpt")) == \
+        "stopped by SIGTERM at step 3; no checkpoint yet: rerun the same command to start it again"
+
+
+@pytest.mark.parametrize("where", ["proc", "file", "under_a_file", "run_dir", "multirun"])
+@pytest.mark.filterwarnings("ignore:'ffnbench.train' found in sys.modules:RuntimeWarning")  # runpy: as intended
+def test_an_output_folder_that_cannot_be_written_is_one_line_and_exit_2_before_any_work(where, tmp_path, monkeypatch,
+                                                                                       capsys):
+    from hydra.core.global_hydra import GlobalHydra
+
+    (tmp_path / "afile").write_text("")
+    settings = {"proc": ["runs_root=/proc/x"], "file": [f"runs_root={tmp_path / 'afile'}"],
+                "under_a_file": [f"runs_root={tmp_path / 'afile' / 'sub'}"],
+                "run_dir": [f"runs_root={tmp_path / 'runs'}", f"run_dir={tmp_path / 'afile' / 'run'}"],
+                "multirun": ["-m", "runs_root=/proc/x", "seed=0,1"]}[where]
+    setting = "run_dir" if where == "run_dir" else settings[-1 if where != "multirun" else 1]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["ffnbench.train", *MICRO, f"data.cache_dir={tmp_path / 'c'}", *settings])
+    GlobalHydra.instance().clear()
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("ffnbench.train", run_name="__main__")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2, err[-3000:]
+    assert err.count("\n") == 1 and err.startswith(f"ffnbench: error: {setting}: "), err[-3000:]
+    assert err.rstrip().endswith(f"set {setting.split('=')[0]}=<a folder you can write>")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # no data cache, no run folder: no work started
 
 
 @pytest.mark.parametrize(

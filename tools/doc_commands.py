@@ -103,6 +103,9 @@ RULES: list[Rule] = [
     # the tables, the corpus, the checks of the environment
     Rule(r"(make params|(python -m )?ffnbench params|python -m ffnbench params( [\w.=]+)*)", "runs", timeout_s=120),
     Rule(r"make data|python -m ffnbench\.data", "runs", timeout_s=180),
+    Rule(r"(python -m )?ffnbench sample runs/\S+( .*)?|python -m ffnbench\.sample", "skip",
+         "samples a trained run's checkpoint, which no command before it leaves (tests/test_sample.py trains a micro "
+         "run and samples it)"),
     Rule(r"\.venv/bin/python -c .*", "runs", timeout_s=120),
     # reports of published results and of the sweep started above
     Rule(r"python -m ffnbench\.report experiments/cpu-(quick|claims)/results\.jsonl", "runs", timeout_s=600),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -48,10 +49,49 @@ def run_name(act, width, budget, bias, multiple_of, approximate, seed, override_
         label = spec.label
     except ConfigError:
         label = f"{act}-invalid"  # the run itself reports the error; the name only has to exist
-    extras = str(override_dirname or "").replace("/", "_").replace(",", "-").replace(" ", "")
+    extras = _name_extras(str(override_dirname or ""))
     if len(extras) > MAX_NAME_EXTRAS:
-        extras = "o" + hashlib.blake2b(extras.encode(), digest_size=5).hexdigest()
+        # a long data.path keeps its file's stem, with a hash of the whole path (two corpora of one name differ)
+        shortened = _name_extras(_DATA_PATH.sub(_short_data_path, str(override_dirname)))
+        digest = "o" + hashlib.blake2b(extras.encode(), digest_size=5).hexdigest()
+        if len(shortened) <= MAX_NAME_EXTRAS and shortened != extras:
+            extras = shortened
+        else:
+            stem = _DATA_PATH.search(str(override_dirname))
+            extras = f"{_path_stem(stem.group(2))}-{digest}" if stem else digest
     return f"{label}{'-' + extras if extras else ''}-s{seed}"
+
+
+# A data.path item of Hydra's override_dirname (`key=value` items joined by commas, sorted by key). Only a name whose
+# overrides are too long to spell out (MAX_NAME_EXTRAS) changes with it: the names of all other runs stay as they were.
+_DATA_PATH = re.compile(r"(^|,)data\.path=([^,]*)")
+
+
+def _name_extras(override_dirname: str) -> str:
+    return override_dirname.replace("/", "_").replace(",", "-").replace(" ", "")
+
+
+def _path_stem(path: str) -> str:
+    """A corpus path's file (or folder) name without its suffix, in characters a directory name keeps."""
+    stem = Path(path.rstrip("/") or "root").stem
+    return re.sub(r"[^A-Za-z0-9._=+-]", "_", stem)[:40] or "data"
+
+
+def _short_data_path(match: re.Match) -> str:
+    path = match.group(2)
+    return f"{match.group(1)}data.path={_path_stem(path)}-{hashlib.blake2b(path.encode(), digest_size=3).hexdigest()}"
+
+
+def config_groups() -> str:
+    """The config groups of conf/ and their options, one `group: a, b, c` line each, as Hydra's --help lists them,
+    less Hydra's own groups and the files whose name starts with `_` (bases that presets build on, not options:
+    conf/experiment/_gpu.yaml)."""
+    lines = []
+    for group in sorted(p for p in CONF_DIR.iterdir() if p.is_dir() and p.name != "hydra"):
+        options = sorted(f.stem for f in group.glob("*.yaml") if not f.stem.startswith("_"))
+        if options:
+            lines.append(f"{group.name}: {', '.join(options)}")
+    return "\n".join(lines)
 
 
 def register_resolvers() -> None:
@@ -60,6 +100,8 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("visible_gpus", visible_gpu_count)
     if not OmegaConf.has_resolver("run_name"):
         OmegaConf.register_new_resolver("run_name", run_name)
+    if not OmegaConf.has_resolver("config_groups"):  # conf/train.yaml: hydra.help.template
+        OmegaConf.register_new_resolver("config_groups", config_groups)
     if not OmegaConf.has_resolver("name_exclude_keys"):
         OmegaConf.register_new_resolver("name_exclude_keys", lambda: list(NAME_EXCLUDE_KEYS))
 
@@ -158,21 +200,20 @@ def _compose_job(overrides: list[str], config_name: str, return_hydra_config: bo
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
-def check_overrides(args: Sequence[str]) -> None:
+def check_overrides(args: Sequence[str]) -> list[DictConfig]:
     """Compose the command line of `python -m ffnbench.train [-m] <overrides>` as Hydra will, so that an override
     Hydra cannot apply (an unknown option of a config group, a key that does not exist, a typo in the syntax)
     is a one-line ConfigError before Hydra prints its own multi-line one. With -m, each value of a sweep override
     is composed with the other (fixed) overrides. A command line with Hydra's other flags (--help, --cfg, -cn,
-    ...) is left to Hydra."""
+    ...) is left to Hydra. Returns the configs composed (with their `hydra` node; none when left to Hydra)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     if any(a.startswith("-") and a not in MULTIRUN_FLAGS for a in args):
-        return
+        return []
     overrides = [a for a in args if a not in MULTIRUN_FLAGS]
     if not any(a in MULTIRUN_FLAGS for a in args):
-        compose(overrides, return_hydra_config=True)
-        return
+        return [compose(overrides, return_hydra_config=True)]
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except HydraException as e:
@@ -182,4 +223,4 @@ def check_overrides(args: Sequence[str]) -> None:
     for o in parsed:
         if o.is_choice_sweep() or o.is_range_sweep():  # a glob's options are known to Hydra's loader only
             jobs += [[*fixed, f"{o.get_key_element()}={v}"] for v in o.sweep_string_iterator()]
-    compose_many(jobs, return_hydra_config=True)
+    return compose_many(jobs, return_hydra_config=True)

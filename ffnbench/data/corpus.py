@@ -105,6 +105,15 @@ class Corpus:
     record: dict  # written to corpus.json: content hash, split rule, the documents of each split
 
 
+def _more_documents(config: DataConfig) -> str:
+    """How to give a corpus of one document more: what a document is for its loader."""
+    if config.loader == "files":
+        return ("Each .txt/.md file under data.path is one document (each parquet/jsonl row one): split the text into "
+                "several files in one folder and pass data.path=<that folder>, or write a .jsonl file with one "
+                '{"text": ...} line per document')
+    return "Use more of the corpus (data.max_docs) or a source with several documents"
+
+
 def load_corpus(config: DataConfig) -> Corpus:
     """Read the documents (through `datasets`), drop empty ones, and split them when the source does not."""
     rule = DOCUMENT_RULES[config.documents or "rows"]
@@ -124,6 +133,9 @@ def load_corpus(config: DataConfig) -> Corpus:
         split_rule = "lowest sha1(document id) first, until val_fraction of the characters are held out"
         held_out = {"val_fraction": config.val_fraction}
         ds, index = docs["train"]
+        if len(index.id_sha1s) < 2:
+            raise DataError(f"data={config.source}: the corpus has {len(index.id_sha1s)} document(s); holding out "
+                            f"validation documents needs at least 2. {_more_documents(config)}")
         is_val = split_by_hash(index.id_sha1s, index.n_chars, config.val_fraction)
         docs = {name: (ds.select(rows), index.subset(rows))
                 for name, rows in (("train", np.flatnonzero(~is_val)), ("val", np.flatnonzero(is_val)))}

@@ -63,6 +63,8 @@ def classify(result: RunResult, name: str) -> Run | Unused:
         return Unused(name, status, f"still running (step {steps} of {total})")
     if status == "failed":
         return Unused(name, status, f"failed: {first_line(result.error)}")
+    if status == "interrupted":  # stopped by a signal; a rerun resumes it
+        return Unused(name, status, first_line(result.error))
     try:
         run = Run.from_result(result)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -186,6 +188,9 @@ def _names(names: list[str], limit: int = 3) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
+MAX_SHOWN_KEYS = 2  # the differing settings (and values of each) a refusal to pool names (then a count)
+
+
 def check_poolable(runs: list[Run]) -> None:
     """Refuse to pool runs that differ in anything but the studied factors: one message naming every
     differing key, its values, and the runs holding each value."""
@@ -196,19 +201,28 @@ def check_poolable(runs: list[Run]) -> None:
     if not keys:
         return
     flat = [(r.name, flatten(r.result.config)) for r in runs]
+    shown_keys = keys[:MAX_SHOWN_KEYS]
     values = {}
-    for key in keys:
+    for key in shown_keys:
         by_value: dict[str, list[str]] = defaultdict(list)
         for name, config in flat:
-            by_value[repr(config.get(key))].append(name)
+            by_value[_short(repr(config.get(key)))].append(name)
         values[key] = by_value
-    keys_text = "; ".join(f"{key}: " + " vs ".join(f"{v} ({_names(names)})" for v, names in by_value.items())
+    keys_text = "; ".join(f"{key}: " + " vs ".join(f"{v} ({_names(names, 2)})" for v, names in
+                                                   list(by_value.items())[:MAX_SHOWN_KEYS])
+                          + (f" vs {len(by_value) - MAX_SHOWN_KEYS} more values" if len(by_value) > MAX_SHOWN_KEYS
+                             else "")
                           for key, by_value in values.items())
+    more = f" and {len(keys) - len(shown_keys)} more settings" if len(keys) > len(shown_keys) else ""
+    # One short line: one-off runs in one folder (runs/default/) differ in many settings, each with long values.
     raise FFNBenchError(
-        f"mixed configs: these runs differ in {', '.join(keys)}, not only in the factors ffnbench "
-        f"studies (ffn.*, seed, optim.lr, tuning, model size/depth) — {keys_text}. Their losses are not comparable; "
-        "report each config's runs separately (one sweep directory each)"
+        f"mixed configs: the runs differ in more than ffnbench's studied factors — {keys_text}{more}; report each "
+        "config's runs on their own: give them their own name=... (runs/<name>/) and report that folder"
     )
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _identity(r: Run) -> str:

@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from ffnbench.placement import DeviceSetup
 
 RESULT_FILE = "result.json"
-STATUSES = ("finished", "diverged", "failed", "running")
+# interrupted: stopped by SIGTERM, the pre-emption signal or Ctrl-C, its checkpoint kept; a rerun resumes it (as it
+# does a failed run: neither is final)
+STATUSES = ("finished", "diverged", "failed", "interrupted", "running")
 FINAL_STATUSES = ("finished", "diverged")  # a rerun of the same config would only repeat these
 METRICS = ("final_train_loss", "final_val_loss", "final_val_bpb", "best_val_loss", "best_val_bpb", "init_val_loss")
 LOCAL_FIELDS = ("run_dir", "resumed_from_step")  # machine- or history-local: left out of a published results.jsonl
@@ -73,7 +75,7 @@ def finite(x: Any) -> bool:
 class RunResult:
     """One run, as result.json holds it. Field order is the file's key order."""
 
-    status: str  # finished | diverged | failed | running
+    status: str  # finished | diverged | failed | interrupted | running
     schema: int = SCHEMA
     error: str | None = None  # why it failed or diverged
     name: str | None = None  # the experiment (sweep) name
@@ -122,7 +124,7 @@ class RunResult:
         """The record of a training run (train.train), from what it measured.
 
         Args:
-            status: finished | diverged | failed | running.
+            status: finished | diverged | failed | interrupted | running.
             error: why it failed or diverged (None otherwise).
             config: the resolved Hydra config.
             run_dir: the run directory (its name is the run's name).

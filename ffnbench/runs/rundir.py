@@ -18,6 +18,7 @@ import os
 import platform
 import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -50,6 +51,23 @@ def resolve_run_dir(cfg: DictConfig) -> Path:
     if HydraConfig.initialized():
         return Path(HydraConfig.get().runtime.output_dir).resolve()
     raise ConfigError("run_dir: not set; pass run_dir=<dir> when calling train() outside the Hydra entry point")
+
+
+def check_writable(directory: Path, setting: str) -> None:
+    """A ConfigError naming `setting` (the override that chose `directory`, or `key=value`) when `directory` cannot
+    be made or written: a file stands where a folder of its path should be, or its nearest existing folder refuses a new
+    entry (no permission, a read-only or virtual file system such as /proc). Checked by making an empty folder
+    there and removing it again, so nothing is left behind."""
+    directory = Path(directory).expanduser().absolute()
+    existing = next(p for p in (directory, *directory.parents) if p.exists() or p.is_symlink())
+    fix = f"set {setting.split('=')[0]}=<a folder you can write>"
+    if not existing.is_dir():
+        raise ConfigError(f"{setting}: {existing} is a file, not a folder, so {directory} cannot be made; {fix}")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".ffnbench-probe-", dir=existing))
+    except OSError as e:
+        raise ConfigError(f"{setting}: cannot write in {existing} ({e.strerror or e}), so {directory} cannot be "
+                          f"made; {fix}") from None
 
 
 def last_checkpoint(run_dir: Path) -> Path:

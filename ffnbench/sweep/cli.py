@@ -21,7 +21,7 @@ from ffnbench.cli import user_errors_exit
 from ffnbench.errors import ConfigError
 from ffnbench.fileio import write_json_atomic
 from ffnbench.runs.result import FINAL_STATUSES
-from ffnbench.runs.rundir import SWEEP_MANIFEST
+from ffnbench.runs.rundir import SWEEP_MANIFEST, check_writable
 from ffnbench.sweep.launchers import LAUNCHERS, launcher_overrides, slurm_arrays
 from ffnbench.sweep.outcome import print_outcome
 from ffnbench.sweep.planning import MAX_CPU_RUNS, PlannedRun, check_plan, experiments, plan, sweep_config
@@ -125,7 +125,9 @@ def main(argv: list[str] | None = None) -> None:
         if cut and only is None:
             only = sorted(i for c in kept for i in c.grids)
     if ns.restore is not None:
-        sweep_dir = Path(sweep_config(ns.experiment, ns.launcher, ns.overrides).hydra.sweep.dir)
+        restore_cfg = sweep_config(ns.experiment, ns.launcher, ns.overrides)
+        sweep_dir = Path(restore_cfg.hydra.sweep.dir)
+        check_writable(sweep_dir, f"runs_root={restore_cfg.runs_root}")
         console.print(f"restored {restore(ns.restore, sweep_dir)} finished runs from {ns.restore} into {sweep_dir}")
     runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
     counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict", "wait", "running")}
@@ -149,6 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     check_plan(runs, sweep_cfg, ns.launcher, ns.confirm)
 
     sweep_dir = Path(sweep_cfg.hydra.sweep.dir)
+    check_writable(sweep_dir, f"runs_root={sweep_cfg.runs_root}")  # one line and exit 2, not a traceback mid-launch
     command = [sys.executable, "-m", "ffnbench.train", "-m", f"experiment={ns.experiment}",
                *launcher_overrides(ns.launcher), *ns.overrides]
     manifest = {

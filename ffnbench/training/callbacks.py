@@ -231,8 +231,13 @@ class StepProgressBar(RichProgressBar):
         return self.trainer.max_steps if self.trainer.max_steps and self.trainer.max_steps > 0 else \
             super().total_train_batches
 
+    def _get_train_description(self, current_epoch: int) -> str:
+        # Lightning's "Epoch 0/-2": a run is max_steps long (max_epochs=-1), and the bar counts its steps
+        return "Step".ljust(len(self.validation_description))
+
     def get_metrics(self, trainer, pl_module) -> dict:
         metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)  # the logger's version (a wandb id's tail, "5d61"): nothing a reader can use
         loss = getattr(pl_module, "last_train_loss", None)
         if loss is not None:
             metrics["train/loss"] = loss

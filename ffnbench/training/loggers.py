@@ -31,12 +31,17 @@ WANDB_MODES = ("online", "offline", "disabled", "auto")
 
 
 class _QuietLightning(logging.Filter):
-    """Drop Lightning's advertising and a deprecation notice from its own internals; keep everything else."""
+    """Drop Lightning's advertising, a deprecation notice from its own internals and its accelerator banner
+    ("GPU available: ..., TPU available: ..." on every run: the run's own first line says the device it trains on
+    and why); keep everything else."""
 
-    NOISE = ("litlogger", "LitLogger", "isinstance(treespec, LeafSpec)")
+    # "Detected KeyboardInterrupt, attempting graceful shutdown": train() says where the run stopped and how to resume
+    NOISE = ("litlogger", "LitLogger", "isinstance(treespec, LeafSpec)", "Detected KeyboardInterrupt")
+    BANNER = ("GPU available:", "TPU available:", "HPU available:", "IPU available:")  # rank_zero_info's, at start
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not any(n in record.getMessage() for n in self.NOISE)
+        message = record.getMessage()
+        return not (any(n in message for n in self.NOISE) or message.startswith(self.BANNER))
 
 
 @functools.cache  # once per process
@@ -237,6 +242,10 @@ class RunWandbLogger(WandbLogger):
 
     def __init__(self, run_dir: Path, record: dict[str, Any], **kwargs: Any):
         super().__init__(id=record["id"], **kwargs)
+        # Lightning passes anonymous=None to wandb.init, which wandb (>= 0.19) answers with "The anonymous setting has
+        # no effect and will be removed" on every run: a setting nobody gave is not passed.
+        if self._wandb_init.get("anonymous") is None:
+            self._wandb_init.pop("anonymous", None)
         self._record_path = Path(run_dir) / WANDB_RUN_FILE
         self._record = record
         self._replayed = dict(record["logged"])  # what an earlier start logged, per row kind

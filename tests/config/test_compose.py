@@ -1,6 +1,8 @@
 """Hydra composition: run names and what they leave out, one-line composition errors, command lines checked before
 Hydra starts, composing many override lists at once."""
 
+import hashlib
+
 import pytest
 
 from ffnbench.config.compose import MAX_NAME_EXTRAS, check_overrides, compose, compose_many, run_name
@@ -15,6 +17,22 @@ def test_run_names_say_the_ffn_and_seed_and_stay_short():
     assert len(name) < 40 and name.startswith("relu-w2-nobias-o") and name.endswith("-s1")
     assert name == "relu-w2-nobias-o2b296ae52d-s1"  # a hash of the overrides: stable, so a rerun finds it
     assert len(long) > MAX_NAME_EXTRAS
+
+
+def test_a_long_data_path_names_the_run_by_its_files_stem_and_a_hash_of_the_path():
+    deep = "/home/me/some/very/long/path/to/corpora/collection/of/my_novels_2024.txt"
+    name = run_name("gelu", None, 4, False, 1, "none", 0, f"data.path={deep},data=text_files")
+    digest = hashlib.blake2b(deep.encode(), digest_size=3).hexdigest()
+    assert name == f"gelu-b4-nobias-data.path=my_novels_2024-{digest}-data=text_files-s0"
+    other = run_name("gelu", None, 4, False, 1, "none", 0, f"data.path={deep.replace('of', 'for')},data=text_files")
+    assert other != name and other.startswith("gelu-b4-nobias-data.path=my_novels_2024-")  # another file, same stem
+    # too long even so: the stem, then the hash of all the overrides
+    long = ",".join(f"key{i}=value{i}" for i in range(20))
+    assert run_name("relu", 2, None, False, 1, "none", 1, f"data.path={deep},{long}").startswith(
+        "relu-w2-nobias-my_novels_2024-o")
+    # a name that was short enough is spelled out as before, data.path included
+    assert run_name("gelu", None, 4, False, 1, "none", 0, "data.path=/c/my.txt,data=text_files") == \
+        "gelu-b4-nobias-data.path=_c_my.txt-data=text_files-s0"
 
 
 def test_settings_that_do_not_change_a_run_are_left_out_of_its_name():

@@ -107,7 +107,9 @@ def test_missing_and_unusable_paths(tmp_path):
     with pytest.raises(DataError, match=r"the corpus is empty"):
         ready(make_dm(tmp_path, path=str(tmp_path / "blank")))
     (tmp_path / "one.txt").write_text("a single document")
-    with pytest.raises(DataError, match=r"has 1 document.*at least 2"):
+    with pytest.raises(DataError, match=r"has 1 document.*at least 2. Each .txt/.md file under data.path is one "
+                                        r"document .*: split the text into several files in one folder and pass "
+                                        r"data.path=<that folder>, or write a .jsonl file with one"):
         ready(make_dm(tmp_path, path=str(tmp_path / "one.txt")))
 
 

@@ -186,7 +186,7 @@ def test_ddp_ranks_signalled_apart_stop_at_one_step_and_the_resumed_run_equals_a
         pytest.fail("the ranks did not stop together: a rank waited in a collective the other never reached")
     assert out.returncode == 143, out.stderr[-3000:]
     stopped = json.loads((tmp_path / "run" / RESULT_FILE).read_text())
-    assert f"stopped by SIGTERM at step {stop}" in stopped["error"], stopped["error"]
+    assert f"stopped by SIGTERM at step {stop}" in stopped["error"] and stopped["status"] == "interrupted", stopped
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
     assert ckpt["global_step"] == stop
     again = run_cli(*args)

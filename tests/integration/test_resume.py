@@ -27,15 +27,21 @@ class InterruptBeforeStep(L.Callback):
 
 
 def test_ctrl_c_inside_a_batch_of_steps_saves_that_step_and_the_rerun_equals_an_uninterrupted_run(
-        finished, cache_dir, tmp_path):
+        finished, cache_dir, tmp_path, capsys):
     run_dir = tmp_path / "ctrl-c"
     sigint = signal.getsignal(signal.SIGINT)
     try:
-        with pytest.raises(SystemExit):  # Lightning's answer to Ctrl-C (it also ignores further ones)
+        with pytest.raises(SystemExit) as exit_:  # Lightning's answer to Ctrl-C (it also ignores further ones)
             train(micro(cache_dir, run_dir), callbacks=[InterruptBeforeStep(23)])  # batches of 5 steps: 20-24
     finally:
         signal.signal(signal.SIGINT, sigint)
-    assert json.loads((run_dir / RESULT_FILE).read_text())["status"] == "failed"
+    assert exit_.value.code == 130  # 128 + SIGINT, as a shell reports a process ended by Ctrl-C
+    stopped = json.loads((run_dir / RESULT_FILE).read_text())
+    line = (f"stopped by Ctrl-C at step 23; checkpoint at step 23 ({run_dir / 'checkpoints' / 'last.ckpt'}): "
+            "rerun the same command to resume")
+    assert stopped["status"] == "interrupted" and stopped["error"] == line
+    err = capsys.readouterr().err
+    assert f"ffnbench: ctrl-c: {line}\n" in err and "KeyboardInterrupt" not in err, err[-3000:]
     resumed = train(micro(cache_dir, run_dir))
     assert resumed.resumed_from_step == 23 and resumed.status == "finished"
     assert resumed.curve == finished[0].curve  # validated at steps 30 and 40 again, bit for bit

@@ -12,7 +12,8 @@ from micro_runs import MICRO, hook_pythonpath, run_cli
 from ffnbench.runs.result import RESULT_FILE, RunResult
 
 # Loaded by a Python process started with this folder on PYTHONPATH: at step $FFNBENCH_TEST_SIGTERM_AT the process
-# sends itself SIGTERM, as a scheduler does when it pre-empts a job or its time is up.
+# sends itself $FFNBENCH_TEST_SIGNAL (SIGTERM by default), as a scheduler does when it pre-empts a job or its time is
+# up (or SIGINT, as Ctrl-C in a terminal does).
 SIGTERM_AT = """
 import os, signal
 import lightning as L
@@ -20,17 +21,24 @@ import lightning as L
 class _Hook(L.Callback):
     def on_train_batch_end(self, trainer, *args):
         if trainer.global_step == int(os.environ["FFNBENCH_TEST_SIGTERM_AT"]):
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), getattr(signal, os.environ.get("FFNBENCH_TEST_SIGNAL", "SIGTERM")))
 """
 
 
-def test_sigterm_mid_run_saves_that_step_and_the_rerun_resumes_from_it(finished, cache_dir, tmp_path):
+@pytest.mark.parametrize(("signal_name", "shown", "code"), [("SIGTERM", "SIGTERM", 143), ("SIGINT", "Ctrl-C", 130)])
+def test_sigterm_mid_run_saves_that_step_and_the_rerun_resumes_from_it(finished, cache_dir, tmp_path, signal_name,
+                                                                       shown, code):
     pythonpath = hook_pythonpath(tmp_path, SIGTERM_AT)
     args = [*MICRO, f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'run'}"]
-    out = run_cli(*args, env={"PYTHONPATH": pythonpath, "FFNBENCH_TEST_SIGTERM_AT": "25"})
-    assert out.returncode == 143, out.stderr[-3000:]  # 128 + SIGTERM, as a process killed by it
+    out = run_cli(*args, env={"PYTHONPATH": pythonpath, "FFNBENCH_TEST_SIGTERM_AT": "25",
+                              "FFNBENCH_TEST_SIGNAL": signal_name})
+    assert out.returncode == code, out.stderr[-3000:]  # 128 + the signal, as a process ended by it
+    assert "Detected KeyboardInterrupt" not in out.stdout + out.stderr and "Traceback" not in out.stderr
     stopped = json.loads((tmp_path / "run" / RESULT_FILE).read_text())
-    assert stopped["status"] == "failed" and "stopped by SIGTERM at step 25" in stopped["error"], stopped["error"]
+    line = (f"stopped by {shown} at step 25; checkpoint at step 25 ({tmp_path / 'run' / 'checkpoints' / 'last.ckpt'}): "
+            "rerun the same command to resume")
+    assert stopped["status"] == "interrupted" and stopped["error"] == line, stopped["error"]
+    assert out.stderr.strip().splitlines()[-1] == f"ffnbench: run: {line}", out.stderr[-3000:]  # one line, the last
     ckpt = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False, map_location="cpu")
     assert ckpt["global_step"] == 25  # not 20, the last periodic checkpoint (trainer.ckpt_every=10)
     again = run_cli(*args)

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from ffnbench.model import model as model_module
 from ffnbench.model.ffn import FFNSpec
 from ffnbench.model.model import GPT, LossHead, ModelConfig, chunked_loss
-from ffnbench.model import model as model_module
 
 N, D, V = 45, 16, 40  # 45 tokens: chunks of 8 leave a short last one
 

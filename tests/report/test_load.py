@@ -47,6 +47,29 @@ def test_mixed_configs_are_refused_naming_the_key(tmp_path):
         load(root)
 
 
+def test_one_off_runs_that_differ_in_many_settings_are_refused_in_one_short_line_with_the_fix(tmp_path):
+    """runs/default/ collects one-off runs: each differs from the others in several settings with long values."""
+    records = [make_record("gelu", 0, 3.0)]
+    records += [make_record("relu", s, 3.1, config={"trainer.max_tokens": 2_000_000 + s, "data.path": "/x/" * 40 + "a",
+                                                    "optim.warmup_steps": 7 + s,
+                                                    "data.batch_size": 9 + s}) for s in range(6)]
+    with pytest.raises(FFNBenchError) as refused:
+        load(write_sweep(tmp_path / "default", records))
+    message = str(refused.value)
+    assert "\n" not in message and len(message) <= 500, (len(message), message)
+    assert message.startswith("mixed configs: ") and "and 2 more settings" in message
+    assert message.endswith("give them their own name=... (runs/<name>/) and report that folder")
+
+
+def test_an_interrupted_run_is_not_used_and_says_it_resumes(tmp_path):
+    record = make_record("gelu", 0, 3.0)
+    record.update(status="interrupted", error="stopped by Ctrl-C at step 25; checkpoint at step 20 (x): rerun the same "
+                                                "command to resume")
+    unused = classify(RunResult.from_json(record), "gelu-s0")
+    assert isinstance(unused, Unused) and unused.status == "interrupted"
+    assert unused.reason.startswith("stopped by Ctrl-C at step 25")
+
+
 def test_studied_factors_may_differ(tmp_path):
     records = [make_record("gelu", 0, 3.0, lr=1e-3, n_layer=4, bias=True, width=2),
                make_record("relu", 0, 3.1, config={"name": "other", "run_dir": "/elsewhere"})]

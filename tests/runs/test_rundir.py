@@ -14,6 +14,7 @@ from ffnbench.runs.result import RESULT_FILE
 from ffnbench.runs.rundir import (
     RUN_CONFIG_FILE,
     RunLock,
+    check_writable,
     last_checkpoint,
     lock_holder,
     plan_run,
@@ -53,13 +54,31 @@ def test_a_final_result_is_skipped(tmp_path, status):
     assert plan.previous.metric("final_val_loss") == 1.5
 
 
-def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path):
+@pytest.mark.parametrize("status", ["failed", "interrupted"])
+def test_an_interrupted_run_resumes_from_its_checkpoint(tmp_path, status):
     write(tmp_path / RUN_CONFIG_FILE, CONFIG)
-    write(tmp_path / RESULT_FILE, {"status": "failed", "error": "KeyboardInterrupt"})
+    write(tmp_path / RESULT_FILE, {"status": status, "error": "stopped by Ctrl-C at step 23"})
     ckpt = checkpoint(tmp_path, {**CONFIG, "trainer": {"max_steps": 40, "progress_bar": False}}, step=20)
     plan = plan_run(tmp_path, CONFIG)  # progress_bar does not change what a run computes
     assert (plan.action, plan.ckpt, plan.resumed_from) == ("resume", ckpt, 20)
-    assert plan.previous.status == "failed"
+    assert plan.previous.status == status
+
+
+def test_an_output_folder_under_a_file_is_refused_naming_the_setting(tmp_path):
+    (tmp_path / "afile").write_text("")
+    for folder in (tmp_path / "afile", tmp_path / "afile" / "x" / "y"):
+        with pytest.raises(ConfigError, match=rf"^runs_root=R: {tmp_path / 'afile'} is a file, not a folder, so "
+                                              rf"{folder} cannot be made; set runs_root=<a folder you can write>$"):
+            check_writable(folder, "runs_root=R")
+
+
+def test_an_output_folder_that_cannot_be_made_is_refused_and_a_writable_one_is_left_as_it_was(tmp_path):
+    with pytest.raises(ConfigError, match=r"^hydra.run.dir: cannot write in /proc \(.*\), so /proc/x/y cannot be made; "
+                                          r"set hydra.run.dir=<a folder you can write>$"):
+        check_writable(Path("/proc/x/y"), "hydra.run.dir")
+    check_writable(tmp_path / "new" / "run", "runs_root")
+    check_writable(tmp_path, "runs_root")
+    assert list(tmp_path.iterdir()) == []  # the probe leaves nothing, and makes none of the folders
 
 
 def test_a_failed_run_without_a_checkpoint_starts_over(tmp_path):

@@ -162,6 +162,31 @@ def test_unknown_experiment_lists_the_known_ones(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_a_sweep_whose_runs_root_cannot_be_written_is_one_line_and_exit_2_before_any_run(tmp_path):
+    (tmp_path / "afile").write_text("")
+    args = [*micro_args(tmp_path), *PLAIN_LINEAR, "seed=0", "ffn=gelu", f"runs_root={tmp_path / 'afile'}"]
+    out = run_sweep("linear", "--", *args, tmp=tmp_path)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert out.stderr.startswith(f"ffnbench: error: runs_root={tmp_path / 'afile'}: {tmp_path / 'afile'} is a file, "
+                                 "not a folder") and out.stderr.count("\n") == 1, out.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # no data cache, nothing trained
+
+
+def test_ffnbench_sweep_is_a_command_and_its_help_lists_presets_not_their_bases(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "ffnbench", "sweep", "--help"], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("usage: ffnbench sweep") and "one of: activations," in out.stdout
+    assert "_gpu" not in out.stdout
+    train_help = subprocess.run([sys.executable, "-m", "ffnbench.train", "--help"], capture_output=True, text=True,
+                                cwd=tmp_path, timeout=300)
+    assert train_help.returncode == 0, train_help.stderr[-2000:]
+    listed = train_help.stdout.split("== Config ==")[0]  # the groups, before the config itself
+    groups = dict(line.split(": ", 1) for line in listed.splitlines() if ": " in line)
+    assert groups["experiment"].split(", ") == planning.experiments()  # `_gpu.yaml` is a base of presets, not one
+    assert "swiglu" in groups["ffn"].split(", ") and "micro" in groups["model"].split(", ")
+
+
 def test_a_run_dir_holding_another_config_stops_the_sweep_before_it_starts(tmp_path):
     args = [*micro_args(tmp_path), *PLAIN_LINEAR, "seed=0", "ffn=gelu"]
     runs, _ = planning.plan("linear", None, args)

@@ -250,13 +250,22 @@ def test_the_progress_bar_redraws_every_n_steps_and_at_the_last(monkeypatch):
     assert bar.total_train_batches == 11
 
 
-def test_the_progress_bar_shows_the_last_logged_loss(monkeypatch):
+def test_the_progress_bar_shows_the_last_logged_loss_and_not_the_loggers_version(monkeypatch):
     from lightning.pytorch.callbacks import RichProgressBar
 
-    monkeypatch.setattr(RichProgressBar, "get_metrics", lambda self, trainer, module: {"v_num": 0})
+    monkeypatch.setattr(RichProgressBar, "get_metrics", lambda self, trainer, module: {"v_num": "5d61", "lr": 1.0})
     bar = StepProgressBar(every=10)
-    assert bar.get_metrics(None, SimpleNamespace(last_train_loss=None)) == {"v_num": 0}
-    assert bar.get_metrics(None, SimpleNamespace(last_train_loss=2.5)) == {"v_num": 0, "train/loss": 2.5}
+    assert bar.get_metrics(None, SimpleNamespace(last_train_loss=None)) == {"lr": 1.0}
+    assert bar.get_metrics(None, SimpleNamespace(last_train_loss=2.5)) == {"lr": 1.0, "train/loss": 2.5}
+
+
+def test_the_progress_bar_says_steps_not_epochs():
+    """A run is max_steps long (max_epochs=-1): Lightning's description read "Epoch 0/-2"."""
+    bar = StepProgressBar(every=10)
+    bar._trainer = SimpleNamespace(max_epochs=-1, max_steps=40)
+    description = bar._get_train_description(0)
+    assert description.strip() == "Step"
+    assert len(description) == len(bar.validation_description)  # no flicker between the two bars
 
 
 def test_the_profiler_hands_back_one_shared_null_context():

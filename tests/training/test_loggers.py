@@ -192,3 +192,35 @@ def test_a_resume_after_a_checkpoint_logs_no_step_twice_and_loses_none(tmp_path,
     train = [step for kind, step in sent.rows if kind == "train"]
     assert train == list(range(4, 40, 5))  # each once, in order
     assert [step for kind, step in sent.rows if kind == "val"] == [10, 20, 30]
+
+
+def test_a_run_leaves_out_lightnings_accelerator_banner_and_keeps_its_other_lines():
+    """ "GPU available: False, used: False / TPU available: ..." on every run says nothing the run's own first line
+    does not; Lightning's other rank-zero lines (`Trainer.fit` stopped: ...) stay."""
+    import logging
+
+    import lightning as L
+
+    loggers.quiet_lightning()
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    rank_zero.addHandler(handler)
+    try:
+        L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+        rank_zero.info("`Trainer.fit` stopped: `max_steps=1` reached.")
+    finally:
+        rank_zero.removeHandler(handler)
+    assert not [m for m in seen if "available:" in m]
+    assert seen == ["`Trainer.fit` stopped: `max_steps=1` reached."]
+
+
+def test_the_wandb_logger_does_not_pass_the_anonymous_setting_nobody_gave(tmp_path, monkeypatch):
+    """wandb warns "The anonymous setting has no effect and will be removed" whenever wandb.init gets the key, even
+    as None (which Lightning's WandbLogger passes)."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    logger = loggers.RunWandbLogger(tmp_path, loggers.wandb_run_record(tmp_path, None), project="p", mode="offline",
+                                    save_dir=str(tmp_path))
+    assert "anonymous" not in logger._wandb_init
+    assert logger._wandb_init["project"] == "p"
