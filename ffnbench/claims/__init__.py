@@ -18,23 +18,41 @@ formatting (effects as text), claim (the registry entry and its verdict), one mo
 (widths, analytic, activations, sparsity, bias, alignment) and registry (every claim, and `evaluate`).
 """
 
-from ffnbench.claims.activations import linear_collapse_error
-from ffnbench.claims.alignment import BENCH_GLOB, alignment_rows, find_bench_files
-from ffnbench.claims.claim import Claim, ClaimResult, Evidence, Observations, evaluate_claim
-from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std, fmt_p
-from ffnbench.claims.pairing import Comparison, PairKey, compare_sides, matched_key, primary
-from ffnbench.claims.registry import CLAIM_IDS, CLAIMS, evaluate
-from ffnbench.claims.runs import (
-    MODEL_FACTORS,
-    RUN_FACTORS,
-    Run,
-    by_seed,
-    describe_setting,
-    group_by,
-    per_seed_mean,
-    stat_of,
-    summary_of,
-)
+# Each name is imported from its module on first use (PEP 562): importing one module of the package (the sweep
+# imports lr_protocol) must not import every claim and scipy with it.
+_EXPORTS = {
+    "linear_collapse_error": "ffnbench.claims.activations",
+    "BENCH_GLOB": "ffnbench.claims.alignment",
+    "alignment_rows": "ffnbench.claims.alignment",
+    "find_bench_files": "ffnbench.claims.alignment",
+    "Claim": "ffnbench.claims.claim",
+    "ClaimResult": "ffnbench.claims.claim",
+    "Evidence": "ffnbench.claims.claim",
+    "Observations": "ffnbench.claims.claim",
+    "evaluate_claim": "ffnbench.claims.claim",
+    "fmt_ci": "ffnbench.claims.formatting",
+    "fmt_interval": "ffnbench.claims.formatting",
+    "fmt_mean_std": "ffnbench.claims.formatting",
+    "fmt_p": "ffnbench.claims.formatting",
+    "Comparison": "ffnbench.claims.pairing",
+    "PairKey": "ffnbench.claims.pairing",
+    "compare_sides": "ffnbench.claims.pairing",
+    "matched_key": "ffnbench.claims.pairing",
+    "primary": "ffnbench.claims.pairing",
+    "CLAIM_IDS": "ffnbench.claims.registry",
+    "CLAIMS": "ffnbench.claims.registry",
+    "evaluate": "ffnbench.claims.registry",
+    "MODEL_FACTORS": "ffnbench.claims.runs",
+    "RUN_FACTORS": "ffnbench.claims.runs",
+    "Run": "ffnbench.claims.runs",
+    "by_seed": "ffnbench.claims.runs",
+    "describe_setting": "ffnbench.claims.runs",
+    "group_by": "ffnbench.claims.runs",
+    "per_seed_mean": "ffnbench.claims.runs",
+    "stat_of": "ffnbench.claims.runs",
+    "summary_of": "ffnbench.claims.runs",
+}
+
 
 __all__ = [
     "BENCH_GLOB", "CLAIMS", "CLAIM_IDS", "MODEL_FACTORS", "RUN_FACTORS", "Claim", "ClaimResult", "Comparison",
@@ -43,3 +61,11 @@ __all__ = [
     "evaluate_claim", "find_bench_files", "fmt_ci", "fmt_interval", "fmt_mean_std", "fmt_p", "group_by",
     "linear_collapse_error", "matched_key", "per_seed_mean", "primary", "stat_of", "summary_of",
 ]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,6 @@ from ffnbench.data.cache import corpus_dir, prepare_corpus
 from ffnbench.data.config import DataConfig, data_config, declared_sources
 from ffnbench.data.corpus import SPLITS, corpus_key, load_corpus, split_by_hash
 from ffnbench.data.documents import DOCUMENT_RULES
-from ffnbench.data.module import LMDataModule
 from ffnbench.data.sources import LOADERS
 
 __all__ = [
@@ -49,6 +48,16 @@ __all__ = [
     "val_window_offsets",
     "window_offsets",
 ]
+
+
+def __getattr__(name: str):
+    """LMDataModule on first use: it imports Lightning (seconds), which a sweep's plan, the tokenizer and the
+    corpus tools never need (`from ffnbench.data import LMDataModule` still works)."""
+    if name == "LMDataModule":
+        from ffnbench.data.module import LMDataModule
+
+        return LMDataModule
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> None:
