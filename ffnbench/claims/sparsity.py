@@ -66,13 +66,16 @@ def trained_runs(runs: list[Run], act: str, tuning: Iterable[Run] = (), base: Se
                  ) -> tuple[PairKey | None, float | None, list[Run]]:
     """The trained networks C5 reads for one activation: the sweep's base setting (`base`, where the verdicts are
     decided) when the activation ran there, so that relu and gelu are read in one setting, else its most common
-    matched setting (the most runs); at the lr its tuning runs chose where it has some (pairing.chosen_lrs), else at
-    that setting's best lr (the lr one would train it at); all of the setting's runs when it ran one lr."""
+    matched setting (the most runs; a tie goes to the shorter training); at the lr its tuning runs chose where it
+    has some (pairing.chosen_lrs), else at that setting's best lr (the lr one would train it at); all of the
+    setting's runs when it ran one lr."""
     groups = group_by((r for r in runs if r.act == act), matched_key)
     groups.pop(None, None)
     if not any(r.usable for g in groups.values() for r in g):
         return None, None, []
-    key = min(groups, key=lambda k: (k.setting != base, -sum(r.usable for r in groups[k]), repr(k)))
+    # a tie goes to the shorter training, as the base setting's does: the longer one is the length check's
+    key = min(groups, key=lambda k: (k.setting != base, -sum(r.usable for r in groups[k]),
+                                     dict(k.setting).get("trainer.tokens_per_param") or 0, repr(k)))
     chosen = chosen_lrs(tuning)
     tuned = {chosen[tuning_key(r)] for r in groups[key] if tuning_key(r) in chosen}
     lr = tuned.pop() if len(tuned) == 1 else best_lr(groups[key])
@@ -162,19 +165,23 @@ def c5(obs: Observations) -> Evidence:
     gelu_max, judged_lr = [], {"relu": relu_lr}
     inits = sorted({r.factor("model.init") for r in obs.runs if r.act == "gelu"},
                    key=lambda i: (i != base_init, str(i)))
+    read = []  # (init, its setting's key, the lr, the runs) where gelu trained under that init
     for init in inits:
         runs = [r for r in obs.runs if r.factor("model.init") == init]
         tuning = [r for r in obs.tuning if r.factor("model.init") == init]
         key, lr, gelu_runs = trained_runs(runs, "gelu", tuning, obs.base_setting if init == base_init else None)
-        if key is None:
-            continue
+        if key is not None:
+            read.append((init, key, lr, gelu_runs))
+    for init, key, lr, gelu_runs in read:
         values = per_seed_mean(gelu_runs, after)
         if init == base_init:
             judged_lr["gelu"] = lr
-        # one part per init: the init is checked by the parts themselves where gelu trained under two or more
+        # one part per init, each a counterexample of its own: the init is checked by the parts themselves where
+        # another init's part was read in a setting that differs from this one's in the init alone
+        paired = other_cells(key, [k for _, k, _, _ in read])["init"]
         checked = part_robustness(obs, "gelu", key, lr, gelu_none(values),
                                   lambda runs: gelu_none(per_seed_mean(runs, after)),
-                                  inherent=("init",) if len(inits) > 1 else ())
+                                  inherent=("init",) if paired else ())
         ev.add_part(f"gelu no hard zeros after training ({init} init, lr {lr:g})", checked.verdict, checked.missing)
         checks.append((f"gelu after training, {init} init", checked))
         gelu_max.append(f"{init} init {max(values.values()):.3g}" if values else f"{init} init n/a")

@@ -125,6 +125,10 @@ class Block(nn.Module):
 # The automatic chunk of the loss (LossHead, trainer.loss_chunk=null): as many tokens as make about this many logits,
 # 2²⁴ (64 MiB in fp32): 2048 tokens of an 8192-token vocabulary, 65536 of the byte-level 256.
 LOSS_CHUNK_LOGITS = 2**24
+# ∂/∂wte sums ∂/∂logits · h over a chunk's tokens, in the matmul's dtype: in fp16 (max 65,504) a chunk of 65,536
+# tokens whose LayerNorm outputs share a component of a few units overflows it, and no loss scale can help (the sum
+# is taken before the scale is applied). In fp16 it is summed this many tokens at a time, each part added in fp32.
+FP16_WTE_TOKENS = 1024
 
 
 def token_losses(h: torch.Tensor, wte: torch.Tensor, targets: torch.Tensor, chunk: int) -> tuple[torch.Tensor,
@@ -182,7 +186,9 @@ class ChunkedHeadLoss(torch.autograd.Function):
             d.scatter_add_(1, t_c[:, None], d.new_full((t_c.numel(), 1), -1.0))  # − y
             d = d.to(dtype)
             grad_h[start:start + chunk] = (d @ w).float().div_(n).to(h.dtype)
-            grad_w += (d.t() @ h_c).float()
+            step = FP16_WTE_TOKENS if dtype == torch.float16 else len(t_c)
+            for part in range(0, len(t_c), step):
+                grad_w += (d[part:part + step].t() @ h_c[part:part + step]).float()
         ctx.save_for_backward(grad_h, grad_w.div_(n).to(wte.dtype))
         return loss / n
 

@@ -455,15 +455,22 @@ def test_c5_reads_relu_in_the_base_setting_and_gelus_none_under_every_init_it_tr
 
 
 CELLS = {"base": {"trainer.tokens_per_param": 6}, "fan_in": {"trainer.tokens_per_param": 6, "model.init": "fan_in"},
-         "long": {"trainer.tokens_per_param": 24}}
+         "long": {"trainer.tokens_per_param": 24},
+         "fan_in_long": {"trainer.tokens_per_param": 24, "model.init": "fan_in"}}
 
 
-def _zeros_in_cells(relu_final: dict[str, float], relu_init: float = 0.5) -> list[dict]:
+def _zeros_in_cells(relu_final: dict[str, float], relu_init: float = 0.5, gelu_diverged: tuple[str, ...] = ()
+                    ) -> list[dict]:
     """C5 in each cell of `relu_final` (CELLS): relu and gelu tuned over 0.002/0.003/0.004 (0.003 best) on seeds
-    7-9 and judged at 0.003 on seeds 0-2; relu's zero fraction after training is the cell's at every lr."""
+    7-9 and judged at 0.003 on seeds 0-2; relu's zero fraction after training is the cell's at every lr. gelu
+    diverged on every run of the cells in `gelu_diverged`."""
     out = []
     for cell, final in relu_final.items():
-        for act, zero in (("relu", final), ("gelu", 0.0)):
+        if cell in gelu_diverged:
+            out += [make_record("gelu", s, None, lr=lr, status="diverged", config={**CELLS[cell], "tuning": True})
+                    for s in (7, 8, 9) for lr in (2e-3, 3e-3, 4e-3)]
+            out += [make_record("gelu", s, None, lr=3e-3, status="diverged", config=CELLS[cell]) for s in (0, 1, 2)]
+        for act, zero in (("relu", final), ("gelu", 0.0)) if cell not in gelu_diverged else (("relu", final),):
             init = (lambda s: relu_init + 0.001 * (s % 3)) if act == "relu" else (lambda s: 0.0)
             out += [make_record(act, s, loss + 0.001 * s, lr=lr, zero_init=init(s),
                                 zero_final=zero + 0.002 * (s % 3), config={**CELLS[cell], "tuning": True})
@@ -491,6 +498,25 @@ def test_c5_trained_parts_decide_only_where_lr_init_and_length_ran_and_agree():
     alone = verdicts(_zeros_in_cells({"base": 0.86}))["C5"]
     assert alone.scoped.verdict == CONTRADICTED
     assert alone.verdict.verdict == INCONCLUSIVE and "(init, length unchecked)" in alone.verdict.reason, alone.verdict
+
+
+def test_c5_is_supported_where_every_part_ran_in_every_cell_and_agrees():
+    """relu about half and gelu none after training, at the lrs' neighbours, under both inits, each init at 4×."""
+    halves = {"base": 0.5, "fan_in": 0.5, "long": 0.5, "fan_in_long": 0.5}
+    result = verdicts(_zeros_in_cells(halves))["C5"]
+    assert result.verdict.verdict == SUPPORTED and not result.unchecked, result.verdict
+    # without fan_in's 4× cell, gelu's fan_in part never ran longer: length unchecked
+    shorter = verdicts(_zeros_in_cells({k: v for k, v in halves.items() if k != "fan_in_long"}))["C5"]
+    assert shorter.scoped.verdict == SUPPORTED and "(length unchecked)" in shorter.verdict.reason
+
+
+def test_c5_gelu_never_read_under_the_other_init_leaves_the_init_unchecked():
+    """gelu diverged on every run under fan_in: no fan_in part was read, so nothing checks gelu's none under
+    another init, whatever relu did there."""
+    halves = {"base": 0.5, "fan_in": 0.5, "long": 0.5, "fan_in_long": 0.5}
+    result = verdicts(_zeros_in_cells(halves, gelu_diverged=("fan_in", "fan_in_long")))["C5"]
+    assert result.scoped.verdict == SUPPORTED, result.scoped
+    assert result.verdict.verdict == INCONCLUSIVE and "(init unchecked)" in result.verdict.reason, result.verdict
 
 
 def test_c5_contradicted_at_init_needs_no_trained_factor():

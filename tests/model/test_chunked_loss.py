@@ -58,6 +58,25 @@ def test_the_backward_scales_the_gradient_it_is_handed():
         close(got, want)
 
 
+def test_the_output_embeddings_gradient_does_not_overflow_in_fp16():
+    """fp16 matmuls (autocast's on a V100 or T4): 65,536 tokens of one chunk whose hidden states share a component of
+    6 sum ∂/∂logits·h to ~390,000 in one column of ∂/∂wte, past fp16's 65,504 (inf, which no loss scale recovers).
+    Summed FP16_WTE_TOKENS at a time in fp32, the gradient is finite and equals the fp32 one to fp16's precision."""
+    n, d, v = 65536, 8, 4
+    gen = torch.Generator().manual_seed(0)
+    h = torch.randn(n, d, generator=gen) * 0.1
+    h[:, 0] += 6.0  # a shared direction, as LayerNorm outputs can have
+    wte = torch.randn(v, d, generator=gen) * 0.02
+    targets = torch.zeros(n, dtype=torch.long)  # one token everywhere: its ∂/∂logits ≈ −0.75 at every position
+    grads = {}
+    for dtype in (torch.float32, torch.float16):
+        h_, w_ = h.clone().requires_grad_(), wte.clone().requires_grad_()
+        model_module.ChunkedHeadLoss.apply(h_, w_, targets, n, 0.0, dtype).backward()
+        grads[dtype] = w_.grad
+    assert torch.isfinite(grads[torch.float16]).all()
+    assert torch.allclose(grads[torch.float16], grads[torch.float32], rtol=1e-2, atol=1e-3)
+
+
 def test_per_token_losses_are_cross_entropy_without_reduction_and_refuse_a_gradient():
     h, w, t = head_inputs()
     with torch.no_grad():
