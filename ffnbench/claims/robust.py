@@ -277,7 +277,7 @@ def _agreement(out: Robustness, best: Comparison, other: Comparison, rule: Rule,
 def _shown(c: Comparison, unit: Unit) -> str:
     """The interval a cell's verdict reads, in the rule's unit: the nested one where the cell has one."""
     wide = nested(c, unit)
-    return fmt_interval(wide.diff, unit=unit.name) if wide is not None else fmt_interval(c.diff)
+    return fmt_interval(wide.diff if wide is not None else judged_only(c, unit), unit=unit.name)
 
 
 def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side: Side | None = None,
