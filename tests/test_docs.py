@@ -65,6 +65,18 @@ def test_every_relative_link_in_readme_and_docs_points_at_a_file_that_exists():
     assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
 
 
+SOURCE_PATH = re.compile(r"(?<![\w./-])(?:ffnbench|tests|tools|hydra_plugins|experiments)/[\w/.-]*\w\.(?:py|sh|yaml)\b")
+
+
+def test_every_source_file_the_docs_name_exists():
+    """A module moved into a package (or renamed) leaves no page pointing at its old file."""
+    pages = [*PAGES, *sorted((ROOT / "experiments").glob("*/README.md"))]
+    named = {(page, m) for page in pages for m in SOURCE_PATH.findall(page.read_text()) if "<" not in m}
+    assert len(named) > 20, "few paths found: the path pattern is broken"
+    missing = sorted(f"{page.relative_to(ROOT)}: {path}" for page, path in named if not (ROOT / path).exists())
+    assert not missing, "named files that do not exist:\n" + "\n".join(missing)
+
+
 def _doc_commands():
     """tools/doc_commands.py (a script, not a package), loaded once."""
     if "doc_commands" not in sys.modules:
