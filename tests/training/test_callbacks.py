@@ -115,6 +115,20 @@ def test_sigterm_saves_on_every_rank_at_the_step_it_stopped(tmp_path, rank, trai
     assert trainer.saves == saved
 
 
+def _stub_signals(monkeypatch) -> tuple[list, dict]:
+    """signal.getsignal/signal over a table that starts with submitit's USR2 handler and Lightning's SIGTERM one, each
+    recording its calls: (the calls, the table)."""
+    import signal
+
+    monkeypatch.delenv(PREEMPT_SIGNAL_ENV, raising=False)
+    calls: list = []
+    installed = {signal.SIGUSR2: lambda signum, frame: calls.append(("submitit", signum)),
+                 signal.SIGTERM: lambda signum, frame: calls.append(("lightning", signum))}
+    monkeypatch.setattr(signal, "getsignal", lambda signum: installed[signum])
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: installed.__setitem__(signum, handler))
+    return calls, installed
+
+
 def test_a_signal_only_flags_the_stop_every_rank_raises_at_the_next_batch_and_submitit_gets_its_signal(monkeypatch):
     # submitit sends USR2 before a job's time limit or on pre-emption, and its handler requeues the job and exits at
     # once, wherever training is. During fit both it and SIGTERM only set a flag (no collective, no exception in a
@@ -122,13 +136,8 @@ def test_a_signal_only_flags_the_stop_every_rank_raises_at_the_next_batch_and_su
     # submitit's handler gets its signal once the run is recorded.
     import signal
 
-    monkeypatch.delenv(PREEMPT_SIGNAL_ENV, raising=False)
-    calls = []
-    previous = lambda signum, frame: calls.append(("submitit", signum))
-    lightning_sigterm = lambda signum, frame: calls.append(("lightning", signum))
-    installed = {signal.SIGUSR2: previous, signal.SIGTERM: lightning_sigterm}
-    monkeypatch.setattr(signal, "getsignal", lambda signum: installed[signum])
-    monkeypatch.setattr(signal, "signal", lambda signum, handler: installed.__setitem__(signum, handler))
+    calls, installed = _stub_signals(monkeypatch)
+    previous, lightning_sigterm = installed[signal.SIGUSR2], installed[signal.SIGTERM]
     callback = PreemptionSignal()
     callback.forward()
     assert calls == []  # nothing received: nothing to hand on
@@ -173,13 +182,8 @@ def test_the_step_0_and_final_validations_get_the_flag_only_handler_too_and_a_fi
     flag-only handler covers it, and is restored after it; the validation inside a fit leaves the fit's in place."""
     import signal
 
-    monkeypatch.delenv(PREEMPT_SIGNAL_ENV, raising=False)
-    calls = []
-    lightning_sigterm = lambda signum, frame: calls.append(("lightning", signum))
-    submitit = lambda signum, frame: calls.append(("submitit", signum))
-    installed = {signal.SIGUSR2: submitit, signal.SIGTERM: lightning_sigterm}
-    monkeypatch.setattr(signal, "getsignal", lambda signum: installed[signum])
-    monkeypatch.setattr(signal, "signal", lambda signum, handler: installed.__setitem__(signum, handler))
+    calls, installed = _stub_signals(monkeypatch)
+    lightning_sigterm = installed[signal.SIGTERM]
     validate = SimpleNamespace(state=SimpleNamespace(fn="validate"))
     fitting = SimpleNamespace(state=SimpleNamespace(fn="fit"))
     callback = PreemptionSignal()
