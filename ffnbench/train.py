@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ffnbench.claims.lr_protocol import check_protocols
 from ffnbench.cli import user_errors_exit
-from ffnbench.config.compose import MULTIRUN_FLAGS, check_overrides
+from ffnbench.config.compose import CONF_DIR, MULTIRUN_FLAGS, check_overrides
 from ffnbench.config.identity import with_hardware
 from ffnbench.config.schema import OptimConfig, TrainerConfig, run_spec, to_container
 from ffnbench.data import LMDataModule, check_windows
@@ -293,7 +293,8 @@ def _trainer(run: Run, devices: int | list[int], loggers: list, callbacks: list[
 # ---- the command line ----------------------------------------------------------------------------------------
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+# an absolute config path: `ffnbench train` imports this module, where Hydra would resolve "../conf" in the package
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
 def _hydra_main(cfg: DictConfig) -> str:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode

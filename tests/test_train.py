@@ -323,3 +323,13 @@ def test_a_checkpoint_pickles_no_ffnbench_class_so_a_moved_module_keeps_it_resum
     assert saved["state_dict"] and saved["ffnbench"]["fingerprint"]  # the whole checkpoint was read
     assert "torch._utils._rebuild_tensor_v2" in found  # the recorder saw the globals the tensors name
     assert not [g for g in found if g.startswith("ffnbench")], found
+
+
+def test_ffnbench_train_finds_the_config_from_any_folder(tmp_path):
+    """`ffnbench train` imports this module (it is not __main__ there): the config path must not be relative to it."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-m", "ffnbench", "train", "--cfg", "job", "model=micro"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "d_model:" in out.stdout
