@@ -49,13 +49,28 @@ def parse_grids(text: str | None) -> list[int] | None:
     return out
 
 
+class SweepInterrupted(Exception):
+    """Ctrl-C during a round: its training process has recorded its runs (interrupted ones resume on a rerun)."""
+
+
 def _launch(command: list[str], todo: list[PlannedRun], sweep_dir: Path, console: Console) -> None:
     """Hydra's multirun over exactly the planned jobs (the sweeper's jobs_file), through the chosen launcher."""
     jobs_file = sweep_dir / f".jobs-{os.getpid()}.json"
     write_json_atomic(jobs_file, [r.overrides for r in todo])
+    proc = subprocess.Popen([*command, f"hydra.sweeper.jobs_file={jobs_file.resolve()}"],
+                            env={**os.environ, SWEEP_ENV: str(sweep_dir)})  # each run prints the progress line
     try:
-        proc = subprocess.run([*command, f"hydra.sweeper.jobs_file={jobs_file.resolve()}"],
-                              env={**os.environ, SWEEP_ENV: str(sweep_dir)})  # each run prints the progress line
+        proc.wait()
+    except KeyboardInterrupt:
+        # The training process got the same Ctrl-C: it saves its checkpoint and records the run as interrupted.
+        # subprocess.run would kill it 0.25 s later, mid-record; wait for it instead (a second Ctrl-C kills it).
+        console.print("stopping: the training process is saving its checkpoint (Ctrl-C again to kill it)")
+        try:
+            proc.wait()
+        except KeyboardInterrupt:
+            proc.kill()
+            proc.wait()
+        raise SweepInterrupted from None
     finally:
         jobs_file.unlink(missing_ok=True)
     if proc.returncode != 0:
@@ -182,7 +197,12 @@ def main(argv: list[str] | None = None) -> None:
             tuned = sum(r.tuned for r in todo)
             console.print(f"lr-tuning round {round_ - 1} done: {tuned} runs at their tuned lrs, "
                           f"{len(todo) - tuned} tuning runs or retries")
-        _launch(command, todo, sweep_dir, console)
+        try:
+            _launch(command, todo, sweep_dir, console)
+        except SweepInterrupted:
+            console.print("sweep stopped by Ctrl-C: rerun the same command to resume (finished runs are kept, "
+                          "interrupted ones resume from their checkpoints)")
+            sys.exit(130)
         if not any(r.action == "wait" for r in runs):
             break
         runs, _ = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)

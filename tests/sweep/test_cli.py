@@ -227,3 +227,38 @@ def test_a_run_training_elsewhere_is_planned_as_running_and_not_started(tmp_path
     assert not {RESULT_FILE, "run_config.json", "checkpoints"} & {p.name for p in held.iterdir()}
     assert (runs[1].run_dir / RESULT_FILE).exists()
     assert out.returncode == 1  # the sweep is not done while one of its runs is still training elsewhere
+
+
+def test_ctrl_c_during_a_round_waits_for_the_training_process_to_record_its_run(tmp_path):
+    """A terminal's Ctrl-C reaches the sweep and its training process alike. The training process takes a moment to
+    save and record (here 1 s); the sweep waits for it rather than killing it, then exits 130."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    child = tmp_path / "child.py"
+    child.write_text("import pathlib, signal, sys, time\n"
+                     "def stop(*_):\n    time.sleep(1.0)\n    pathlib.Path(sys.argv[1]).write_text('recorded')\n"
+                     "    sys.exit(130)\n"
+                     "signal.signal(signal.SIGINT, stop)\npathlib.Path(sys.argv[2]).write_text('ready')\n"
+                     "time.sleep(60)\n")
+    driver = tmp_path / "driver.py"
+    driver.write_text("import sys\nfrom pathlib import Path\nfrom rich.console import Console\n"
+                      "from ffnbench.sweep import cli\n"
+                      "try:\n"
+                      f"    cli._launch([sys.executable, {str(child)!r}, {str(tmp_path / 'record')!r}, "
+                      f"{str(tmp_path / 'ready')!r}], [], Path({str(tmp_path)!r}), Console())\n"
+                      "except cli.SweepInterrupted:\n    sys.exit(130)\n")
+    proc = subprocess.Popen([sys.executable, str(driver)], start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (tmp_path / "ready").exists():
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C: every process of the foreground group
+    out, err = proc.communicate(timeout=60)
+    assert (tmp_path / "record").exists(), err[-2000:]
+    assert proc.returncode == 130, err[-2000:]
+    assert "saving its checkpoint" in out
