@@ -18,6 +18,7 @@ import torch
 
 from ffnbench.cli import user_errors_exit
 from ffnbench.config.schema import run_spec
+from ffnbench.data.cache import SEPARATOR
 from ffnbench.data.tokenizer import Tokenizer, load_tokenizer, vocab_size_for
 from ffnbench.errors import ConfigError, FFNBenchError, RunDirError
 from ffnbench.fileio import CorruptRecord, read_json
@@ -25,7 +26,7 @@ from ffnbench.model.model import GPT
 from ffnbench.runs.migrate import migrate_checkpoint, migrate_config
 from ffnbench.runs.rundir import RUN_CONFIG_FILE, last_checkpoint
 
-DEFAULT_PROMPT = "\n"  # a document boundary: the model starts a text of its own
+DEFAULT_PROMPT = SEPARATOR  # the corpus's document boundary: the model starts a text of its own
 
 
 @dataclass
@@ -64,15 +65,19 @@ class Sampler:
             if temperature == 0:
                 token = int(logits.argmax())
             else:
-                token = int(torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator))
+                # in float64 (a temperature below fp32's range would be 0) and shifted by the largest logit first:
+                # a tiny temperature gives −inf for the rest, never inf − inf
+                scaled = (logits.double() - logits.max().double()) / temperature
+                token = int(torch.multinomial(torch.softmax(scaled, -1), 1, generator=generator))
             new.append(token)
             context = torch.cat([context, torch.tensor([[token]])], dim=1)
         return new
 
 
-def load_sampler(run_dir: Path) -> Sampler:
-    """The model and tokenizer of the run in `run_dir`; a directory that is not a run, or one without a checkpoint
-    yet, is a RunDirError saying so."""
+def load_sampler(run_dir: Path, cache_dir: Path | None = None) -> Sampler:
+    """The model and tokenizer of the run in `run_dir` (its BPE tokenizer under `cache_dir` when given, else under the
+    data.cache_dir the run recorded); a directory that is not a run, or one without a checkpoint yet, is a
+    RunDirError saying so."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: no such run directory; give one that a run wrote (runs/<name>/<run>)")
@@ -103,7 +108,8 @@ def load_sampler(run_dir: Path) -> Sampler:
     from ffnbench.data.cache import token_dir
     from ffnbench.data.config import data_config
 
-    tokenizer = load_tokenizer(config["data"], token_dir(data_config(config["data"])))
+    data = {**config["data"], **({"cache_dir": str(cache_dir)} if cache_dir is not None else {})}
+    tokenizer = load_tokenizer(data, token_dir(data_config(data)))
     return Sampler(model, tokenizer, int(state["global_step"]))
 
 
@@ -111,6 +117,13 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    value = int(text)
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**63), got {text}")
     return value
 
 
@@ -125,13 +138,17 @@ def _temperature(text: str) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="ffnbench sample", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="a run directory (runs/<name>/<run>)")
-    parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="the text to continue (default: a newline)")
+    parser.add_argument("--prompt", default=DEFAULT_PROMPT,
+                        help="the text to continue (default: a document boundary, the corpus's blank line)")
     parser.add_argument("--tokens", type=_positive_int, default=200, help="tokens to generate (default 200)")
     parser.add_argument("--temperature", type=_temperature, default=0.8,
                         help="softmax temperature; 0 takes the most likely token (default 0.8)")
-    parser.add_argument("--seed", type=int, default=0, help="the sampling generator's seed (default 0)")
+    parser.add_argument("--seed", type=_seed, default=0, help="the sampling generator's seed (default 0)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="where the run's BPE tokenizer is cached (default: the data.cache_dir it recorded; "
+                             "give it for a run folder copied from another machine)")
     ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    sampler = load_sampler(ns.run_dir)
+    sampler = load_sampler(ns.run_dir, ns.cache_dir)
     ids = sampler.encode(ns.prompt)
     new = sampler.generate(ids, ns.tokens, ns.temperature, ns.seed)
     print(f"ffnbench: {ns.run_dir.resolve().name}: step {sampler.step}, {ns.tokens} tokens, temperature "

@@ -104,4 +104,9 @@ def test_the_command_prints_the_prompt_and_its_continuation_and_bad_input_is_one
         assert message in bad.stderr
     bad = _sample(run_dir, "--tokens", "0", cwd=tmp_path)  # argparse's own: its usage line, then the error
     assert bad.returncode == 2 and "--tokens: must be a positive integer, got 0" in bad.stderr
+    bad = _sample(run_dir, "--seed", str(2**64), cwd=tmp_path)
+    assert bad.returncode == 2 and "--seed: must be an integer in [0, 2**63)" in bad.stderr
+    # a temperature so small that logits / T overflow: the most likely token, as at temperature 0
+    sampler = load_sampler(run_dir)
+    assert sampler.generate(list(b"ROMEO:"), 5, 1e-50, seed=1) == sampler.generate(list(b"ROMEO:"), 5, 0.0, seed=1)
     assert json.loads((run_dir / RUN_CONFIG_FILE).read_text())["data"]["tokenizer"] == "byte"
