@@ -332,7 +332,9 @@ def check_output_dirs(configs: list[DictConfig], args: list[str]) -> None:
         for setting, folder in folders:
             if (setting, folder) not in seen:
                 seen.add((setting, folder))
-                check_writable(Path(folder), setting if setting != "runs_root" else f"runs_root={cfg.runs_root}")
+                # run_dir is expanded as the run expands it (rundir); Hydra's own folders are used as written
+                path = Path(folder).expanduser() if setting == "run_dir" else Path(folder)
+                check_writable(path, setting if setting != "runs_root" else f"runs_root={cfg.runs_root}")
 
 
 def main() -> None:

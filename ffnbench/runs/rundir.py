@@ -58,9 +58,12 @@ def check_writable(directory: Path, setting: str) -> None:
     be made or written: a file stands where a folder of its path should be, or its nearest existing folder refuses a new
     entry (no permission, a read-only or virtual file system such as /proc). Checked by making an empty folder
     there and removing it again, so nothing is left behind."""
-    directory = Path(directory).expanduser().absolute()
+    directory = Path(directory).absolute()  # as the caller will use it: Hydra does not expand ~ in its folders
     existing = next(p for p in (directory, *directory.parents) if p.exists() or p.is_symlink())
     fix = f"set {setting.split('=')[0]}=<a folder you can write>"
+    if existing.is_symlink() and not existing.exists():
+        raise ConfigError(f"{setting}: {existing} is a link to nothing ({os.readlink(existing)}), so {directory} "
+                          f"cannot be made; {fix}")
     if not existing.is_dir():
         raise ConfigError(f"{setting}: {existing} is a file, not a folder, so {directory} cannot be made; {fix}")
     try:

@@ -72,6 +72,17 @@ def test_an_output_folder_under_a_file_is_refused_naming_the_setting(tmp_path):
             check_writable(folder, "runs_root=R")
 
 
+def test_an_output_folder_through_a_dangling_link_says_so_and_a_tilde_is_checked_where_hydra_makes_it(tmp_path,
+                                                                                                         monkeypatch):
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(ConfigError, match=r"gone is a link to nothing \(.*nowhere\)"):
+        check_writable(tmp_path / "gone" / "run", "runs_root=R")
+    # Hydra makes "~/runs" under the working folder (it does not expand ~): that is the folder checked
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "gone"))
+    check_writable(Path("~/runs"), "runs_root=~/runs")
+
+
 def test_an_output_folder_that_cannot_be_made_is_refused_and_a_writable_one_is_left_as_it_was(tmp_path):
     with pytest.raises(ConfigError, match=r"^hydra.run.dir: cannot write in /proc \(.*\), so /proc/x/y cannot be made; "
                                           r"set hydra.run.dir=<a folder you can write>$"):
