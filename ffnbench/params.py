@@ -85,6 +85,11 @@ def derivations() -> list[str]:
 @user_errors_exit
 def main(argv: list[str] | None = None) -> None:
     overrides = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in overrides):
+        print("usage: ffnbench params [HYDRA_OVERRIDES ...]\n\nThe documents' FFN parameter and FLOP table (BERT-base, "
+              "GPT-2 small, LLaMA-7B) and its derivations;\nwith overrides (e.g. model=tiny ffn=swiglu), also that "
+              "config's parameter and FLOP breakdown.")
+        return
     mcfg = None
     if overrides:  # compose first, so a bad override fails before anything is printed
         from ffnbench.config.compose import compose

@@ -41,3 +41,10 @@ def test_params_command_bad_input(args, message):
     out = run_params(*args)
     assert out.returncode == 2
     assert message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_params_help_says_what_it_prints_and_takes():
+    out = run_params("--help")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: ffnbench params [HYDRA_OVERRIDES ...]")
+    assert "model=tiny ffn=swiglu" in out.stdout
