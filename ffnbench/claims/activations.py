@@ -18,7 +18,7 @@ from ffnbench.claims.pairing import (
 )
 from ffnbench.claims.runs import summary_of
 from ffnbench.model.ffn import FeedForward, FFNSpec
-from ffnbench.stats.intervals import one_sample
+from ffnbench.stats.intervals import Paired, one_sample
 from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_better
 
 
@@ -140,23 +140,39 @@ def c8(obs: Observations) -> Evidence:
         ev.parts.append(("more so in deeper networks",
                          Verdict(INCONCLUSIVE, "needs two depths: run `make sweep EXP=depth`")))
         return ev
-    shallow, deep = _depth_pair(comps, depths[0], depths[-1])
+    shallow, deep = _depth_pair(comps, depths[0], depths[-1], prefer=(deciding[0], deciding[-1]))
     if shallow is None:
         ev.parts.append(("more so in deeper networks",
                          Verdict(INCONCLUSIVE, "no pair of depths with otherwise equal settings")))
         return ev
-    d_s, d_d = shallow.seed_diffs, deep.seed_diffs
-    interaction = one_sample({s: d_d[s] - d_s[s] for s in set(d_s) & set(d_d)})
     # what is measured: Δ = loss(relu) − loss(swish) grows with depth (swish's edge grows, or its deficit shrinks)
     label = f"loss(relu) − loss(swish) larger at {depths[-1]} than at {depths[0]} layers"
-    diverging = [str(c.divergence) for c in (shallow, deep) if c.divergence.differs]
-    ev.parts.append((label, Verdict(INCONCLUSIVE, "; ".join(diverging)) if diverging
-                     else verdict_better(interaction)))
+    interaction, v = _interaction(shallow, deep)
+    # read again in the cells that vary one factor (init, 4× the tokens, size), each pair in its own setting; the lr
+    # choice has no check of its own here (the per-depth parts have theirs): a decided interaction leaves lr unchecked
+    rest = without_factor(shallow.key, "model.n_layer")
+    others = {without_factor(s.key, "model.n_layer"): (s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1])}
+    cells = {factor: [(k.describe(), _interaction(*others[k])[1]) for k in keys]
+             for factor, keys in robust.other_cells(rest, others).items()}
+    checked = robust.cell_check(v, rest.describe(), cells)
+    ev.add_part(label, checked.verdict, checked.missing)
     ev.n = min_n(ev.n, interaction.n)
-    ev.effect += f"; depth interaction = {fmt_interval(interaction)}"
+    ev.effect += f"; depth interaction = {fmt_interval(interaction)}" + (
+        f" [{', '.join(checked.labels)}]" if checked.labels else "")
     ev.details.append(f"- depth interaction: [loss(relu) − loss(swish)] at {depths[-1]} layers minus at {depths[0]} "
-                      f"layers = {fmt_interval(interaction)} (n = {interaction.n})")
+                      f"layers = {fmt_interval(interaction)} (n = {interaction.n}), in {rest.describe()}; "
+                      f"{checked.summary()}")
+    ev.details += checked.lines
     return ev
+
+
+def _interaction(shallow: Comparison, deep: Comparison) -> tuple[Paired, Verdict]:
+    """[loss(relu) − loss(swish)] deep minus shallow over the seeds both depths ran, and its verdict (inconclusive
+    where a side diverged differently)."""
+    d_s, d_d = shallow.seed_diffs, deep.seed_diffs
+    interaction = one_sample({s: d_d[s] - d_s[s] for s in set(d_s) & set(d_d)})
+    diverging = [str(c.divergence) for c in (shallow, deep) if c.divergence.differs]
+    return interaction, (Verdict(INCONCLUSIVE, "; ".join(diverging)) if diverging else verdict_better(interaction))
 
 
 def _at_depth(base, depth: int):
@@ -166,15 +182,32 @@ def _at_depth(base, depth: int):
     return tuple((k, depth if k == "model.n_layer" else v) for k, v in base)
 
 
-def _depth_pair(comps: list[Comparison], shallow: int, deep: int) -> tuple[Comparison | None, Comparison | None]:
-    """Two comparisons at the given depths that agree on everything else, with the most shared seeds."""
+def _depth_pairs(comps: list[Comparison], shallow: int, deep: int) -> list[tuple[Comparison, Comparison]]:
+    """The comparisons at the two depths that agree on everything else, one pair per setting (the one with the
+    most shared seeds where a setting has several)."""
     def rest(c: Comparison) -> tuple:
         # a tuned comparison's lr text names each depth's own tuned lrs: pair on the protocol, not that text
         return (without_factor(c.key, "model.n_layer"), c.best_lr, c.protocol, None if c.best_lr else c.lr)
 
-    pairs = [(s, d) for s in comps for d in comps
-             if s.key.factor("model.n_layer") == shallow and d.key.factor("model.n_layer") == deep
-             and rest(s) == rest(d)]
+    best: dict = {}
+    for s in comps:
+        for d in comps:
+            if s.key.factor("model.n_layer") == shallow and d.key.factor("model.n_layer") == deep \
+                    and rest(s) == rest(d):
+                shared = len(set(s.seed_diffs) & set(d.seed_diffs))
+                key = without_factor(s.key, "model.n_layer")
+                if key not in best or shared > best[key][0]:
+                    best[key] = (shared, s, d)
+    return [(s, d) for _, s, d in best.values()]
+
+
+def _depth_pair(comps: list[Comparison], shallow: int, deep: int,
+                prefer: tuple[Comparison, Comparison] | None = None) -> tuple[Comparison | None, Comparison | None]:
+    """The pair of depths that decides the interaction: `prefer` (the per-depth deciding comparisons, in the base
+    setting) where they agree on everything else, else the pair with the most shared seeds."""
+    pairs = _depth_pairs(comps, shallow, deep)
+    if prefer is not None and any(p[0] is prefer[0] and p[1] is prefer[1] for p in pairs):
+        return prefer
     if not pairs:
         return None, None
     return max(pairs, key=lambda p: len(set(p[0].seed_diffs) & set(p[1].seed_diffs)))

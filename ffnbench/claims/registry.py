@@ -181,9 +181,11 @@ CLAIMS: tuple[Claim, ...] = (
         needs="relu and swish at a matched budget, at two depths (model.n_layer)",
         rule=f"Δ = loss(relu) − loss(swish) at each depth ({_BETTER}; {_DECIDES}, at that depth; {_ROBUST}); and the "
              "depth interaction "
-             "Δ(deep) − Δ(shallow), paired by seed, supported if its CI lies above 0, contradicted if below "
-             f"(inconclusive when either depth's comparison differs in divergences); {_DIVERGED}; every part must "
-             f"hold, {_HOLM}",
+             "Δ(deep) − Δ(shallow), paired by seed, in the base setting, supported if its CI lies above 0, "
+             "contradicted if below (inconclusive when either depth's comparison differs in divergences), read again "
+             "under the other init, at 4× the tokens and at a second size like a part read off one setting "
+             f"({_ROBUST}; no check of its own varies the lr: a decided interaction leaves lr unchecked); {_DIVERGED}; "
+             f"every part must hold, {_HOLM}",
         why="A smoother activation should help optimisation, and more so as depth makes optimisation harder.",
         evaluate=c8,
     ),

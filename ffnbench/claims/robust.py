@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ffnbench.claims.formatting import fmt_interval
@@ -27,6 +27,7 @@ from ffnbench.claims.lr_protocol import ROBUST_MIN_LRS, ROBUST_MIN_SEEDS, bracke
 from ffnbench.claims.pairing import (
     FRESH_SEEDS,
     Comparison,
+    PairKey,
     paired_difference,
     shared_lr_differences,
     window_losses,
@@ -388,6 +389,27 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
 CELL_FACTORS = {"lr": (LR_ROBUST, LR_DEPENDENT), "init": (INIT_ROBUST, INIT_DEPENDENT),
                 "length": (LENGTH_ROBUST, EARLY), "size": (SIZE_ROBUST, SIZE_DEPENDENT)}
 REQUIRED_FACTORS = ("lr", "init", "length")
+
+
+def other_cells(key: PairKey, keys: Iterable[PairKey]) -> dict[str, list[PairKey]]:
+    """The settings among `keys` that vary one factor of `key`'s (the rest, budget and bias held): another
+    model.init, LONGER× the tokens per parameter, another size (model.name / d_model)."""
+    factors = {"init": ("model.init",), "length": ("trainer.tokens_per_param",),
+               "size": ("model.name", "model.d_model")}
+    mine = dict(key.setting)
+    out: dict[str, list[PairKey]] = {f: [] for f in factors}
+    for k in keys:
+        if k == key or dataclasses.replace(k, setting=()) != dataclasses.replace(key, setting=()):
+            continue
+        theirs = dict(k.setting)
+        for factor, names in factors.items():
+            if any(theirs.get(n) != mine.get(n) for n in names) and \
+                    all(theirs.get(n) == v for n, v in mine.items() if n not in names) and set(theirs) == set(mine):
+                if factor == "length" and (mine.get(names[0]) is None
+                                           or theirs.get(names[0]) != mine[names[0]] * LONGER):
+                    continue
+                out[factor].append(k)
+    return out
 
 
 def cell_check(verdict: Verdict, where: str, cells: dict[str, list[tuple[str, Verdict]]],

@@ -9,14 +9,13 @@ intervals inside [0, 1] (stats.intervals.summarize_fraction)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.lr_protocol import best_lr, chosen_lrs, tuning_key
 from ffnbench.claims.pairing import PairKey, matched_key
-from ffnbench.claims.robust import LONGER, LR_TUNING_ONLY, Robustness, cell_check
+from ffnbench.claims.robust import LR_TUNING_ONLY, Robustness, cell_check, other_cells
 from ffnbench.claims.runs import Run, Setting, describe_setting, group_by, is_reference, per_seed_mean, stat_of
 from ffnbench.stats.intervals import Summary, summarize_fraction
 from ffnbench.stats.multiplicity import holm
@@ -80,27 +79,6 @@ def trained_runs(runs: list[Run], act: str, tuning: Iterable[Run] = (), base: Se
     tuned = {chosen[tuning_key(r)] for r in groups[key] if tuning_key(r) in chosen}
     lr = tuned.pop() if len(tuned) == 1 else best_lr(groups[key])
     return key, lr, [r for r in groups[key] if r.lr == lr]
-
-
-def other_cells(key: PairKey, keys: Iterable[PairKey]) -> dict[str, list[PairKey]]:
-    """The settings among `keys` that vary one factor of `key`'s (the rest, budget and bias held): another
-    model.init, LONGER× the tokens per parameter, another size (model.name / d_model)."""
-    factors = {"init": ("model.init",), "length": ("trainer.tokens_per_param",),
-               "size": ("model.name", "model.d_model")}
-    mine = dict(key.setting)
-    out: dict[str, list[PairKey]] = {f: [] for f in factors}
-    for k in keys:
-        if k == key or dataclasses.replace(k, setting=()) != dataclasses.replace(key, setting=()):
-            continue
-        theirs = dict(k.setting)
-        for factor, names in factors.items():
-            if any(theirs.get(n) != mine.get(n) for n in names) and \
-                    all(theirs.get(n) == v for n, v in mine.items() if n not in names) and set(theirs) == set(mine):
-                if factor == "length" and (mine.get(names[0]) is None
-                                           or theirs.get(names[0]) != mine[names[0]] * LONGER):
-                    continue
-                out[factor].append(k)
-    return out
 
 
 Read = Callable[[list[Run]], Verdict]  # the part's verdict from the runs of one cell at its lr

@@ -552,3 +552,30 @@ def test_c4_stability_counts_only_the_lr_seed_cells_both_activations_ran():
     extra = [make_record("relu", s, None, lr=1e-2, status="diverged") for s in (3, 4, 5)]
     details = "\n".join(verdicts(grid + extra)["C4"].details)
     assert "relu: 0 of 6 runs diverged" in details and "gelu: 0 of 6 runs diverged" in details
+
+
+def _depth_cell(shallow: float, deep: float, seeds=SEEDS, **config) -> list[dict]:
+    """C8 in one setting (`config` overrides): loss(relu) − loss(swish) of about `shallow` at 2 layers, `deep` at 4."""
+    cfg = {"config": config} if config else {}
+    luck = {s: 0.01 * ((s * 7) % 5) for s in seeds}
+    noise = {2: lambda s: 0.001 * (s % 3), 4: lambda s: 0.002 * ((s + 1) % 3)}  # swish's, per depth
+    return [make_record(act, s, base + luck[s] + (noise[layers](s) if act == "swish" else 0.0), n_layer=layers,
+                        **cfg)
+            for layers, gap in ((2, shallow), (4, deep)) for s in seeds
+            for act, base in (("relu", 3.10), ("swish", 3.10 - gap))]
+
+
+def test_c8s_depth_interaction_is_read_in_the_base_setting_and_checked_like_a_part():
+    """Under fan_in (more seeds) swish's edge shrinks with depth; at GPT-2's init (the base) it grows: the
+    interaction is the base's. It is read again under fan_in, where it disagrees (init-dependent); with no other
+    cell, no run varied its init, length or lr, so a decided interaction leaves the claim undecided."""
+    base = _depth_cell(0.04, 0.10)
+    fan_in = _depth_cell(0.10, 0.04, seeds=range(6), **{"model.init": "fan_in"})
+    result = verdicts(base + fan_in)["C8"]
+    part = dict(result.parts)["loss(relu) − loss(swish) larger at 4 than at 2 layers"]
+    assert "depth interaction = +0.059" in result.effect, result.effect
+    assert part.verdict == INCONCLUSIVE and "init-dependent" in part.reason, part
+    alone = verdicts(base)["C8"]
+    part = dict(alone.parts)["loss(relu) − loss(swish) larger at 4 than at 2 layers"]
+    assert alone.scoped.verdict == SUPPORTED and part.verdict == SUPPORTED
+    assert alone.verdict.verdict == INCONCLUSIVE and "lr, init, length unchecked" in alone.verdict.reason
