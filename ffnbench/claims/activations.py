@@ -152,15 +152,18 @@ def c8(obs: Observations) -> Evidence:
     # choice has no check of its own here (the per-depth parts have theirs): a decided interaction leaves lr unchecked
     rest = without_factor(shallow.key, "model.n_layer")
     others = {without_factor(s.key, "model.n_layer"): (s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1])}
-    cells = {factor: [(k.describe(), _interaction(*others[k])[1]) for k in keys]
+    def where(pair: tuple[Comparison, Comparison]) -> str:
+        return pair[0].key.describe().replace(f"{depths[0]} layers", f"{depths[0]} and {depths[-1]} layers")
+
+    cells = {factor: [(where(others[k]), _interaction(*others[k])[1]) for k in keys]
              for factor, keys in robust.other_cells(rest, others).items()}
-    checked = robust.cell_check(v, rest.describe(), cells)
+    checked = robust.cell_check(v, where((shallow, deep)), cells)
     ev.add_part(label, checked.verdict, checked.missing)
     ev.n = min_n(ev.n, interaction.n)
     ev.effect += f"; depth interaction = {fmt_interval(interaction)}" + (
         f" [{', '.join(checked.labels)}]" if checked.labels else "")
     ev.details.append(f"- depth interaction: [loss(relu) − loss(swish)] at {depths[-1]} layers minus at {depths[0]} "
-                      f"layers = {fmt_interval(interaction)} (n = {interaction.n}), in {rest.describe()}; "
+                      f"layers = {fmt_interval(interaction)} (n = {interaction.n}), in {where((shallow, deep))}; "
                       f"{checked.summary()}")
     ev.details += checked.lines
     return ev
