@@ -61,3 +61,15 @@ def test_the_view_holds_only_tuned_fresh_seed_comparisons_at_the_textbook_budget
     runs = runs_of(cell(3.10, 3.00, relu=3.20), cell(3.10, 3.00, relu=3.20, config={"ffn.bias": True}),
                    cell(3.10, 3.00, relu=3.20, config={"model.ffn_init": "matched"}))
     assert len(regime(runs)[0]) == 1
+
+
+def test_c7s_bias_cost_has_its_column_near_zero_being_the_textbooks_value(tmp_path):
+    """loss(gelu) − loss(gelu+bias) in each cell where gelu ran with and without FFN biases (C7's pairing)."""
+    base = cell(3.10, 3.00) + arm("gelu", CURVE, 3.04, {**SHORT, "ffn.bias": True})
+    other = cell(3.00, 3.10, config=FAN_IN) + arm("gelu", CURVE, 3.01, {**SHORT, **FAN_IN, "ffn.bias": True})
+    runs = runs_of(base, other)
+    section = "\n".join(regime_section(runs))
+    assert "| loss(gelu) − loss(gelu+bias) |" in section and "biases the textbook's value is about 0" in section
+    rows = [line for line in section.splitlines() if "tok/param" in line]
+    assert rows[0].split(" | ")[-1].startswith("+0.06") and rows[1].split(" | ")[-1].startswith("-0.01"), rows
+    assert fig_regime(runs, tmp_path) == "regime.png"
