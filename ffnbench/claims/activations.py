@@ -13,6 +13,7 @@ from ffnbench.claims.pairing import (
     compare_sides,
     fewer_failures,
     matched_key,
+    paired_difference,
     primary,
     without_factor,
 )
@@ -148,15 +149,19 @@ def c8(obs: Observations) -> Evidence:
     # what is measured: Δ = loss(relu) − loss(swish) grows with depth (swish's edge grows, or its deficit shrinks)
     label = f"loss(relu) − loss(swish) larger at {depths[-1]} than at {depths[0]} layers"
     interaction, v = _interaction(shallow, deep)
-    # read again in the cells that vary one factor (init, 4× the tokens, size), each pair in its own setting; the lr
-    # choice has no check of its own here (the per-depth parts have theirs): a decided interaction leaves lr unchecked
+    # read again in the cells that vary one factor (init, 4× the tokens, size), each pair in its own setting; its lr
+    # check: its sign at every pair of judged lrs at both depths (where both were judged at their neighbours)
     rest = without_factor(shallow.key, "model.n_layer")
-    others = {without_factor(s.key, "model.n_layer"): (s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1])}
+    others = {without_factor(s.key, "model.n_layer"): (s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1])
+              if (s.best_lr, s.protocol) == (shallow.best_lr, shallow.protocol)}  # lrs chosen as the deciding pair's
     def where(pair: tuple[Comparison, Comparison]) -> str:
         return pair[0].key.describe().replace(f"{depths[0]} layers", f"{depths[0]} and {depths[-1]} layers")
 
     cells = {factor: [(where(others[k]), _interaction(*others[k])[1]) for k in keys]
              for factor, keys in robust.other_cells(rest, others).items()}
+    lr_cell = _interaction_lr_cell(shallow, deep, interaction, v)
+    if lr_cell is not None:
+        cells["lr"] = [lr_cell]
     checked = robust.cell_check(v, where((shallow, deep)), cells)
     ev.add_part(label, checked.verdict, checked.missing)
     ev.n = min_n(ev.n, interaction.n)
@@ -167,6 +172,30 @@ def c8(obs: Observations) -> Evidence:
                       f"{checked.summary()}")
     ev.details += checked.lines
     return ev
+
+
+def _interaction_lr_cell(shallow: Comparison, deep: Comparison, interaction: Paired, v: Verdict
+                         ) -> tuple[str, Verdict] | None:
+    """The interaction's lr check as a cell for claims.robust.cell_check: Δ(deep) − Δ(shallow) from the judged seeds'
+    paired differences at every pair of judged lrs of each depth (each side's chosen lr and its neighbours: up to 9 ×
+    9 combinations) must keep the sign of the interaction, as robust.pairs_check asks of one comparison; the cell
+    then reads as `v`, else as inconclusive. None where a depth has no neighbour runs (lr unchecked)."""
+    if interaction.mean is None or not all(c.a_neighbours and c.b_neighbours for c in (shallow, deep)):
+        return None
+    per_depth = []
+    for c in (shallow, deep):
+        lrs_a, lrs_b = robust.judged_lrs(c)
+        runs_a, runs_b = (*c.a_runs, *c.a_neighbours), (*c.b_runs, *c.b_neighbours)
+        means = [paired_difference([r for r in runs_a if r.lr == la], [r for r in runs_b if r.lr == lb])[0].mean
+                 for la in lrs_a for lb in lrs_b]
+        per_depth.append([m for m in means if m is not None])
+    combos = [d - s for s in per_depth[0] for d in per_depth[1]]
+    if not combos:
+        return None
+    kept = all((x > 0) == (interaction.mean > 0) for x in combos)
+    what = (f"every pair of judged lrs at both depths ({len(combos)} combinations: {min(combos):+.3f} to "
+            f"{max(combos):+.3f})")
+    return what, v if kept else Verdict(INCONCLUSIVE, "the interaction changes sign at some pair of judged lrs")
 
 
 def _interaction(shallow: Comparison, deep: Comparison) -> tuple[Paired, Verdict]:
@@ -186,8 +215,8 @@ def _at_depth(base, depth: int):
 
 
 def _depth_pairs(comps: list[Comparison], shallow: int, deep: int) -> list[tuple[Comparison, Comparison]]:
-    """The comparisons at the two depths that agree on everything else, one pair per setting (the one with the
-    most shared seeds where a setting has several)."""
+    """The comparisons at the two depths that agree on everything else (the setting and how the lrs were chosen),
+    one pair each (the one with the most shared seeds where there are several)."""
     def rest(c: Comparison) -> tuple:
         # a tuned comparison's lr text names each depth's own tuned lrs: pair on the protocol, not that text
         return (without_factor(c.key, "model.n_layer"), c.best_lr, c.protocol, None if c.best_lr else c.lr)
@@ -198,7 +227,7 @@ def _depth_pairs(comps: list[Comparison], shallow: int, deep: int) -> list[tuple
             if s.key.factor("model.n_layer") == shallow and d.key.factor("model.n_layer") == deep \
                     and rest(s) == rest(d):
                 shared = len(set(s.seed_diffs) & set(d.seed_diffs))
-                key = without_factor(s.key, "model.n_layer")
+                key = rest(s)
                 if key not in best or shared > best[key][0]:
                     best[key] = (shared, s, d)
     return [(s, d) for _, s, d in best.values()]

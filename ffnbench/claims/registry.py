@@ -184,7 +184,8 @@ CLAIMS: tuple[Claim, ...] = (
              "Δ(deep) − Δ(shallow), paired by seed, in the base setting, supported if its CI lies above 0, "
              "contradicted if below (inconclusive when either depth's comparison differs in divergences), read again "
              "under the other init, at 4× the tokens and at a second size like a part read off one setting "
-             f"({_ROBUST}; no check of its own varies the lr: a decided interaction leaves lr unchecked); {_DIVERGED}; "
+             f"({_ROBUST}; its lr check: its sign at every pair of judged lrs of both depths, lr unchecked without "
+             f"neighbour runs); {_DIVERGED}; "
              f"every part must hold, {_HOLM}",
         why="A smoother activation should help optimisation, and more so as depth makes optimisation harder.",
         evaluate=c8,

@@ -579,3 +579,48 @@ def test_c8s_depth_interaction_is_read_in_the_base_setting_and_checked_like_a_pa
     part = dict(alone.parts)["loss(relu) − loss(swish) larger at 4 than at 2 layers"]
     assert alone.scoped.verdict == SUPPORTED and part.verdict == SUPPORTED
     assert alone.verdict.verdict == INCONCLUSIVE and "lr, init, length unchecked" in alone.verdict.reason
+
+
+C8_GRID = (0.002, 0.00283, 0.004, 0.00566, 0.008)
+
+
+def _c8_cell(config: dict, gaps: dict[int, float], deep_neighbour_gap: float | None = None) -> list[dict]:
+    """C8 in one setting: relu and swish at 2 and 4 layers, tuned over C8_GRID on seeds 7-9 (0.004 best), judged on
+    seeds 0-5 at 0.004 and at its neighbours (×√2, ÷√2); loss(relu) − loss(swish) = gaps[layers] everywhere, but at
+    4 layers swish's upper neighbour has `deep_neighbour_gap` where given."""
+    near = {**config, "lr_protocol.judge_neighbours": True}
+    out = []
+    for layers, gap in gaps.items():
+        for act, base in (("relu", 3.10), ("swish", 3.10 - gap)):
+            out += [make_record(act, s, base + 0.05 * abs(i - 2) + 0.001 * s, lr=lr, n_layer=layers,
+                                config={**config, "tuning": True}) for s in (7, 8, 9) for i, lr in enumerate(C8_GRID)]
+            for lr in C8_GRID[1:4]:
+                loss = base + (0.01 if lr != 0.004 else 0.0)
+                if act == "swish" and layers == 4 and lr == 0.00566 and deep_neighbour_gap is not None:
+                    loss = 3.10 + 0.01 - deep_neighbour_gap
+                noise = (lambda s: 0.002 * ((s * 3) % 5)) if act == "swish" else (lambda s: 0.0)
+                out += [make_record(act, s, loss + 0.01 * ((s * 7) % 4) + noise(s) * (layers / 2), lr=lr,
+                                    n_layer=layers, config=near) for s in range(6)]
+    return out
+
+
+def _c8(records: list[dict]):
+    from ffnbench.claims.lr_protocol import mark_neighbours
+
+    return {r.claim.id: r for r in evaluate(mark_neighbours([Run.from_record(r) for r in records]),
+                                            bench_files=[])}["C8"]
+
+
+def test_c8_is_decided_where_its_depth_interaction_keeps_its_sign_at_every_pair_of_judged_lrs():
+    """Swish beats relu by 0.04 at 2 layers and 0.10 at 4, under both inits and at 4× the tokens: supported, its
+    interaction lr-robust across the judged lrs; when swish's upper neighbour at 4 layers gains nothing over relu,
+    some pair of judged lrs reverses the interaction: lr-dependent, and the claim is undecided."""
+    cells = ({"trainer.tokens_per_param": 6}, {"trainer.tokens_per_param": 6, "model.init": "fan_in"},
+             {"trainer.tokens_per_param": 24})
+    gaps = {2: 0.04, 4: 0.10}
+    result = _c8([r for c in cells for r in _c8_cell(c, gaps)])
+    assert result.verdict.verdict == SUPPORTED and not result.unchecked, result.verdict
+    assert "depth interaction = +0.0567" in result.effect and "lr-robust" in result.effect.split("depth interaction")[1]
+    flipped = _c8([r for c in cells for r in _c8_cell(c, gaps, deep_neighbour_gap=0.0)])
+    part = dict(flipped.parts)["loss(relu) − loss(swish) larger at 4 than at 2 layers"]
+    assert part.verdict == INCONCLUSIVE and "lr-dependent" in part.reason, part
