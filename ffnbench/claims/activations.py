@@ -13,7 +13,6 @@ from ffnbench.claims.pairing import (
     compare_sides,
     fewer_failures,
     matched_key,
-    paired_difference,
     primary,
     without_factor,
 )
@@ -182,13 +181,7 @@ def _interaction_lr_cell(shallow: Comparison, deep: Comparison, interaction: Pai
     then reads as `v`, else as inconclusive. None where a depth has no neighbour runs (lr unchecked)."""
     if interaction.mean is None or not all(c.a_neighbours and c.b_neighbours for c in (shallow, deep)):
         return None
-    per_depth = []
-    for c in (shallow, deep):
-        lrs_a, lrs_b = robust.judged_lrs(c)
-        runs_a, runs_b = (*c.a_runs, *c.a_neighbours), (*c.b_runs, *c.b_neighbours)
-        means = [paired_difference([r for r in runs_a if r.lr == la], [r for r in runs_b if r.lr == lb])[0].mean
-                 for la in lrs_a for lb in lrs_b]
-        per_depth.append([m for m in means if m is not None])
+    per_depth = [[d.mean for d in robust.judged_pairs(c).values()] for c in (shallow, deep)]
     combos = [d - s for s in per_depth[0] for d in per_depth[1]]
     if not combos:
         return None

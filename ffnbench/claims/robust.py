@@ -193,8 +193,6 @@ def nested(c: Comparison, unit: Unit = NATS) -> Comparison | None:
 def judged_only(c: Comparison, unit: Unit = NATS) -> Paired:
     """b − a on the judged seeds at the chosen lrs alone, in `unit` (Comparison.diff where it has no interval of
     its own)."""
-    if unit is NATS:
-        return paired_difference(c.a_runs, c.b_runs)[0]
     return paired_difference(c.a_runs, c.b_runs, lambda r: None if r.loss is None else r.loss * unit.per_nat(r),
                              lambda r: None if (w := window_losses(r)) is None else w * unit.per_nat(r))[0]
 
@@ -204,19 +202,27 @@ def judged_lrs(c: Comparison) -> tuple[list[float], list[float]]:
     return (sorted({r.lr for r in (*c.a_runs, *c.a_neighbours)}), sorted({r.lr for r in (*c.b_runs, *c.b_neighbours)}))
 
 
-def pairs_check(c: Comparison, side: Side) -> tuple[str, list[str]]:
-    """LR_ROBUST when b − a on the judged seeds keeps the best-vs-best side of the threshold at every pair of
-    judged lrs (each side's chosen lr and its neighbours: up to 3 × 3), else LR_DEPENDENT; a line per pair."""
+def judged_pairs(c: Comparison) -> dict[tuple[float, float], Paired]:
+    """b − a on the judged seeds at each pair of judged lrs (a side's chosen lr and its neighbours) where both sides
+    finished some seed: (lr of a, lr of b) → the paired difference."""
     lrs_a, lrs_b = judged_lrs(c)
     runs_a, runs_b = (*c.a_runs, *c.a_neighbours), (*c.b_runs, *c.b_neighbours)
-    cells, agree = [], True
+    out = {}
     for la in lrs_a:
         for lb in lrs_b:
             d, _ = paired_difference([r for r in runs_a if r.lr == la], [r for r in runs_b if r.lr == lb])
-            if d.mean is None:
-                continue
-            agree &= side(d.mean) == side(c.diff.mean)
-            cells.append(f"{c.a} {la:g} / {c.b} {lb:g}: {fmt_interval(d)}")
+            if d.mean is not None:
+                out[(la, lb)] = d
+    return out
+
+
+def pairs_check(c: Comparison, side: Side) -> tuple[str, list[str]]:
+    """LR_ROBUST when b − a on the judged seeds keeps the best-vs-best side of the threshold at every pair of
+    judged lrs (each side's chosen lr and its neighbours: up to 3 × 3), else LR_DEPENDENT; a line per pair."""
+    cells, agree = [], True
+    for (la, lb), d in judged_pairs(c).items():
+        agree &= side(d.mean) == side(c.diff.mean)
+        cells.append(f"{c.a} {la:g} / {c.b} {lb:g}: {fmt_interval(d)}")
     label = LR_ROBUST if agree else LR_DEPENDENT
     return label, [f"  - {label} across the judged lrs ({c.b} − {c.a} on the judged seeds, each pair of a side's "
                    f"chosen lr and its neighbours): " + "; ".join(cells)
