@@ -81,7 +81,7 @@ def _regime(runs: tuple[Run, ...]) -> tuple[list[Cell], dict[tuple[Cell, tuple[s
                 found[(Cell(c.key.setting), (a, b))] = nested(c) or c
     cells = sorted({cell for cell, _ in found}, key=lambda cl: (
         bool(cl.factor("model.qk_norm")), cl.factor("model.d_model") or 0, cl.factor("trainer.tokens_per_param") or 0,
-        str(cl.factor("model.init"))))
+        str(cl.factor("model.init")), cl.factor("model.n_layer") or 0, cl.label))  # a total order: sets are unordered
     base = Cell(Observations.of(runs).base_setting)  # where the verdicts are decided: first
     return ([base] if base in cells else []) + [cl for cl in cells if cl != base], found
 

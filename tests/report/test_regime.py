@@ -73,3 +73,27 @@ def test_c7s_bias_cost_has_its_column_near_zero_being_the_textbooks_value(tmp_pa
     rows = [line for line in section.splitlines() if "tok/param" in line]
     assert rows[0].split(" | ")[-1].startswith("+0.06") and rows[1].split(" | ")[-1].startswith("-0.01"), rows
     assert fig_regime(runs, tmp_path) == "regime.png"
+
+
+def test_cells_that_differ_in_depth_alone_come_in_one_order(tmp_path):
+    """Two fan_in cells at 2 and 4 layers tie on size, length and init: depth then orders them, whatever order the
+    set of cells holds them in (it differs between processes: string hashing is salted)."""
+    import ast
+    import json
+    import os
+    import subprocess
+    import sys
+
+    records = cell(3.10, 3.00, relu=3.20) + cell(3.00, 3.10, relu=2.95, config=FAN_IN) + \
+        cell(3.00, 3.10, relu=2.95, config={**FAN_IN, "model.n_layer": 4})
+    (tmp_path / "records.json").write_text(json.dumps(records))
+    script = ("import json, sys; from ffnbench.claims import Run; from ffnbench.report.regime import regime; "
+              f"runs = [Run.from_record(r) for r in json.load(open({str(tmp_path / 'records.json')!r}))]; "
+              "print([c.label for c in regime(runs)[0]])")
+    orders = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                             env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+              for seed in range(6)}
+    assert len(orders) == 1, orders
+    labels = ast.literal_eval(orders.pop())
+    assert labels.index(next(x for x in labels if "2 layers" in x and "fan_in" in x)) < \
+        labels.index(next(x for x in labels if "4 layers" in x and "fan_in" in x))
