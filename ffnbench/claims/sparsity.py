@@ -147,7 +147,9 @@ def c5(obs: Observations) -> Evidence:
     for init in inits:
         runs = [r for r in obs.runs if r.factor("model.init") == init]
         tuning = [r for r in obs.tuning if r.factor("model.init") == init]
-        key, lr, gelu_runs = trained_runs(runs, "gelu", tuning, obs.base_setting if init == base_init else None)
+        # under another init, the base setting with only the init changed (the base's init cell), where gelu ran
+        # there: not whichever arm of that init has the most seeds (a width arm at a fixed budget, say)
+        key, lr, gelu_runs = trained_runs(runs, "gelu", tuning, _with_init(obs.base_setting, init))
         if key is not None:
             read.append((init, key, lr, gelu_runs))
     for init, key, lr, gelu_runs in read:
@@ -176,6 +178,11 @@ def c5(obs: Observations) -> Evidence:
                   f"- decided parts: {'; '.join(decided) or 'none'}",
                   *(line for what, c in checks for line in (f"- {what}: {c.summary()}", *c.lines))]
     return ev
+
+
+def _with_init(setting: Setting | None, init) -> Setting | None:
+    """`setting` with model.init set to `init` (every Setting names model.init: runs.MODEL_FACTORS)."""
+    return None if setting is None else tuple((k, init if k == "model.init" else v) for k, v in setting)
 
 
 def _zero_table(measured: list[Run], judged_lr: dict[str, float | None], base: Setting | None) -> list[str]:

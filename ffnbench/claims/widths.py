@@ -12,7 +12,7 @@ from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.lr_protocol import chosen_lrs, tuning_key
 from ffnbench.claims.pairing import FRESH_SEEDS, ONE_LR, Comparison, PairKey
-from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, outcomes_by_seed, summary_of
+from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, is_reference, outcomes_by_seed, summary_of
 from ffnbench.stats.intervals import compare
 from ffnbench.stats.verdicts import INCONCLUSIVE, Verdict
 
@@ -125,11 +125,14 @@ def _fixed_budget(obs: Observations, act: str, key: Series, series: dict[Series,
 
 
 def _largest(series: dict[Series, dict[float, list[Run]]], need: set[float], base: Setting | None) -> Series | None:
-    """The series holding every ratio in `need` with the most seeds in its thinnest ratio (of `need`, or of all
-    when `need` is empty), then the most ratios, then the sweep's common setting."""
+    """The series that decides, pre-registered as pairing.primary's comparison is (so that adding seeds to another
+    series cannot change which one decides): among those holding every ratio in `need`, a tuned one (each width at
+    its own lr), in the reference setting (GPT-2 init, no qk-norm or z-loss), then the sweep's common setting, then
+    the most seeds in its thinnest ratio (of `need`, or of all when `need` is empty), then the most ratios."""
     def rank(k: Series) -> tuple:
         seeds = min(len(outcomes_by_seed(series[k][r])) for r in (need or series[k]))
-        return (-seeds, -len(series[k]), k.lr is not None, k.setting != base, str(tuple(k)))
+        return (k.lr is not None, not is_reference(k.setting), k.setting != base, -seeds, -len(series[k]),
+                str(tuple(k)))
 
     return min((k for k, ratios in series.items() if need <= set(ratios)), key=rank, default=None)
 
@@ -161,6 +164,10 @@ def _activation(obs: Observations, act: str, ev: Evidence) -> bool:
         return True
     ev.details += _table(act, key, fixed_b[key])
     _fixed_budget(obs, act, key, fixed_b, ev)
+    for other in sorted((k for k in fixed_b if k != key), key=lambda k: str(tuple(k))):
+        # the series its robustness lines read (another init, length, size): their widths side by side
+        ev.details += ["", f"Shown beside it (checks, not deciding): {act}, {describe_setting(other.setting)}, "
+                       f"{_lr_text(other, fixed_b[other])}:", "", *_series_table(act, fixed_b[other]), ""]
     return True
 
 

@@ -624,3 +624,38 @@ def test_c8_is_decided_where_its_depth_interaction_keeps_its_sign_at_every_pair_
     flipped = _c8([r for c in cells for r in _c8_cell(c, gaps, deep_neighbour_gap=0.0)])
     part = dict(flipped.parts)["loss(relu) − loss(swish) larger at 4 than at 2 layers"]
     assert part.verdict == INCONCLUSIVE and "lr-dependent" in part.reason, part
+
+
+def test_c1_decides_in_the_reference_series_even_when_another_init_has_more_seeds():
+    """Under fan_in (5 seeds) 4× loses to 8×; under GPT-2's init (3 seeds, the reference setting) 4× beats both
+    neighbours. The reference series decides (pre-registered, as pairing.primary), fan_in is its init check and is
+    shown beside it: the claim is inconclusive (init-dependent), not contradicted by the series with more seeds."""
+    n = {"non_embedding_params": 20000}
+    fan_in = {"model.init": "fan_in"}
+    ref = [rec for ratio, base, wiggle in ((2, 3.10, (0.0, 0.002, 0.001)), (4, 3.00, (0.001, 0.0, 0.002)),
+                                           (8, 3.08, (0.002, 0.001, 0.0)))
+           for rec in losses("gelu", base, width=ratio, wiggle=wiggle, **n)]
+    other = [make_record("gelu", s, base + 0.01 * s + (0.002, 0.0, 0.001)[(s + k) % 3], width=ratio, config=fan_in, **n)
+             for k, (ratio, base) in enumerate(((2, 3.10), (4, 3.00), (8, 2.90))) for s in range(5)]
+    result = verdicts(ref + other)["C1"]
+    details = "\n".join(result.details)
+    assert "loss(8×) − loss(4×) = +0.08" in result.effect, result.effect
+    assert result.verdict.verdict == INCONCLUSIVE and "init-dependent" in result.verdict.reason, result.verdict
+    assert "Shown beside it (checks, not deciding): gelu" in details and "fan_in init" in details
+    # without the fan_in series the same reference runs support the claim: the check above is what undecides it
+    assert verdicts(ref)["C1"].scoped.verdict == SUPPORTED
+
+
+def test_c5_reads_gelu_under_another_init_in_the_base_settings_init_cell_not_the_arm_with_most_seeds():
+    """Under fan_in, gelu ran in the base setting's init cell (3 seeds, 5% exact zeros: contradicted there) and in a
+    width arm at a fixed budget (5 seeds, none). fan_in's part reads the init cell, as the base part reads the base
+    setting; the width arm, with more seeds, must not decide it (it did, once a C1 arm under fan_in landed)."""
+    fan_in = {"model.init": "fan_in"}
+    base = ([make_record("relu", s, 3.0, zero_init=0.5, zero_final=0.5 + 0.002 * s) for s in (0, 1, 2)]
+            + [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in (0, 1, 2)])
+    cell = [make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.05 + 0.001 * s, config=fan_in) for s in (0, 1, 2)]
+    width_arm = [make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.0, width=1, non_embedding_params=20000,
+                             config=fan_in) for s in range(5)]
+    parts = dict(verdicts(base + cell + width_arm)["C5"].parts)
+    fan_in_part = next(v for label, v in parts.items() if label.startswith("gelu no hard zeros after training (fan_in"))
+    assert fan_in_part.verdict == CONTRADICTED, parts
