@@ -356,10 +356,10 @@ def primary(comps: list[Comparison], base: Setting | None) -> Comparison | None:
     if not comps:
         return None
     return min(comps, key=lambda c: (not c.best_lr, not is_reference(c.key.setting), c.key.setting != base,
-                                     _textbook_rank(c.key), -c.n, repr(c.key), c.lr))  # repr: a deterministic tie-break
+                                     textbook_rank(c.key), -c.n, repr(c.key), c.lr))  # repr: a deterministic tie-break
 
 
-def _textbook_rank(key: PairKey) -> tuple:
+def textbook_rank(key: PairKey) -> tuple:
     """Among otherwise equal candidates, the textbook setting: a 4× budget, no FFN bias, no rounding."""
     return (key.budget not in (None, 4), bool(key.bias), key.multiple_of != 1)
 

@@ -69,8 +69,11 @@ CLAIMS: tuple[Claim, ...] = (
         rule=f"decided only at a fixed non-embedding budget, per activation, paired by seed: Δ₂ = loss(2×) − loss(4×) "
              f"and Δ₈ = loss(8×) − loss(4×); supported if both 95% CIs lie above 0 for every activation (4× beats "
              f"both neighbours), contradicted if either lies below 0 (a neighbour beats 4×), inconclusive otherwise; "
-             f"{_HOLM}; {_DIVERGED}. The fixed-d_model arm (loss per doubling of the width) is reported and does not "
-             "decide: returns that diminish hold for any power law L = c + a·r^(−α), at 2× as at 4×",
+             f"decided in the series of each width at its tuned lr in the reference setting (GPT-2 init, no qk-norm "
+             f"or z-loss) closest to the base setting, the shorter training first, then the most seeds; the other "
+             f"series are shown and checked against it; {_HOLM}; {_DIVERGED}; {_ROBUST}. The fixed-d_model arm (loss "
+             "per doubling of the width) is reported and does not decide: returns that diminish hold for any power law "
+             "L = c + a·r^(−α), at 2× as at 4×",
         why="A sweet spot is a ratio that beats its neighbours when the parameters it spends are not free: at a "
             "fixed budget a wider FFN costs d_model, so 4× must give a lower loss than both 2× and 8×.",
         evaluate=c1,
@@ -125,8 +128,10 @@ CLAIMS: tuple[Claim, ...] = (
         needs="every relu and gelu run's ffn_stats (init: the validation pass at step 0; final: after training)",
         rule=f"two readings, each a part with its own verdict, and both must hold: at init (the article's snippet: "
              f"random weights; one value per seed over every run) and after training (each activation in the sweep's "
-             f"base setting where it ran there, else in its most common matched setting, at its best lr; one value "
-             f"per seed). In each, relu's zero fraction: supported if its "
+             f"base setting, and gelu under another init in the base setting with only the init changed, where it "
+             f"ran there, else in the matched setting closest to it, the textbook network first (a 4× budget, no "
+             f"bias), then the most runs; at its best lr; one value per seed). In each, relu's zero fraction: "
+             f"supported if its "
              f"95% CI lies within [{HALF_BAND[0]:g}, {HALF_BAND[1]:g}], contradicted if it lies wholly outside "
              f"[{HALF_OUTER[0]:g}, {HALF_OUTER[1]:g}]; and gelu has no hard zeros: supported if every seed's zero "
              f"fraction is ≤ {GELU_ZERO_TOL:g}, contradicted if every seed's is above it, inconclusive if they "

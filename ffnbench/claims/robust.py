@@ -274,11 +274,17 @@ def _agreement(out: Robustness, best: Comparison, other: Comparison, rule: Rule,
     same = mine.verdict == theirs.verdict  # a decided verdict stands only where the other cell decides alike
     out.labels.append(robust if same else dependent)
     out.lines.append(f"  - {robust if same else dependent}: {what} at {where(other)} ({other.lr}) = "
-                     f"{_shown(other, unit)} (n = {other.n}): {theirs.verdict}, against "
-                     f"{mine.verdict} at {where(best)}")
+                     f"{_shown(other, unit)} (n = {other.n}): {_said(theirs)}, against "
+                     f"{_said(mine)} at {where(best)}")
     if not same:
         out.downgrade(f"inconclusive ({dependent})", f"{subject} disagree ({mine.verdict} at {where(best)}, "
                                                      f"{theirs.verdict} at {where(other)})")
+
+
+def _said(v: Verdict) -> str:
+    """A cell's verdict as a check line names it: with its lr check's reading where that undecided it (the interval
+    shown beside it would otherwise read as decided)."""
+    return f"{v.verdict} ({v.reason})" if v.reason.startswith(LR_DEPENDENT) else v.verdict
 
 
 def _shown(c: Comparison, unit: Unit) -> str:

@@ -131,8 +131,9 @@ def is_reference(setting: Setting) -> bool:
     return all(s.get(k, v) in (v, None) for k, v in REFERENCE.items())
 
 
-def setting_without(setting: Setting, key: str) -> Setting:
-    return tuple((k, v) for k, v in setting if k != key)
+def setting_without(setting: Setting, *keys: str) -> Setting:
+    """`setting` without the factors `keys`."""
+    return tuple((k, v) for k, v in setting if k not in keys)
 
 
 def describe_setting(setting: Setting) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.lr_protocol import best_lr, chosen_lrs, tuning_key
-from ffnbench.claims.pairing import PairKey, matched_key
+from ffnbench.claims.pairing import PairKey, matched_key, textbook_rank
 from ffnbench.claims.robust import LR_TUNING_ONLY, Robustness, cell_check, other_cells
 from ffnbench.claims.runs import Run, Setting, describe_setting, group_by, is_reference, per_seed_mean, stat_of
 from ffnbench.stats.intervals import Summary, summarize_fraction
@@ -63,17 +63,25 @@ def gelu_none(values: dict[int, float]) -> Verdict:
 
 def trained_runs(runs: list[Run], act: str, tuning: Iterable[Run] = (), base: Setting | None = None
                  ) -> tuple[PairKey | None, float | None, list[Run]]:
-    """The trained networks C5 reads for one activation: the sweep's base setting (`base`, where the verdicts are
-    decided) when the activation ran there, so that relu and gelu are read in one setting, else its most common
-    matched setting (the most runs; a tie goes to the shorter training); at the lr its tuning runs chose where it
+    """The trained networks C5 reads for one activation: in `base` (the sweep's base setting, where the verdicts are
+    decided, or its cell under another init) when the activation ran there, so that relu and gelu are read in one
+    setting, else in the matched setting that differs from `base` in the fewest factors; the textbook network
+    first (a 4× budget, no FFN bias, no rounding: pairing.textbook_rank), then the most runs, then the shorter
+    training (the longer one is the length check's). Never an arm of other seeds' choosing: a C7 bias arm or a C1
+    width arm beside it does not take it over however many seeds it has. At the lr its tuning runs chose where it
     has some (pairing.chosen_lrs), else at that setting's best lr (the lr one would train it at); all of the
     setting's runs when it ran one lr."""
     groups = group_by((r for r in runs if r.act == act), matched_key)
     groups.pop(None, None)
     if not any(r.usable for g in groups.values() for r in g):
         return None, None, []
-    # a tie goes to the shorter training, as the base setting's does: the longer one is the length check's
-    key = min(groups, key=lambda k: (k.setting != base, -sum(r.usable for r in groups[k]),
+    target = dict(base or ())
+
+    def differs(k: PairKey) -> int:
+        mine = dict(k.setting)
+        return sum(mine.get(f) != v for f, v in target.items()) + len(set(mine) - set(target))
+
+    key = min(groups, key=lambda k: (textbook_rank(k), differs(k), -sum(r.usable for r in groups[k]),
                                      dict(k.setting).get("trainer.tokens_per_param") or 0, repr(k)))
     chosen = chosen_lrs(tuning)
     tuned = {chosen[tuning_key(r)] for r in groups[key] if tuning_key(r) in chosen}
@@ -140,7 +148,9 @@ def c5(obs: Observations) -> Evidence:
         checks.append(("relu after training", checked))
     else:
         ev.add_part("relu about half after training", final_v)
-    gelu_max, judged_lr = [], {"relu": relu_lr}
+    gelu_max = []
+    # the cells the parts after training read: (act, bias, setting, lr), marked in the table
+    judged = {("relu", relu_key.bias, relu_key.setting, relu_lr)} if relu_key is not None else set()
     inits = sorted({r.factor("model.init") for r in obs.runs if r.act == "gelu"},
                    key=lambda i: (i != base_init, str(i)))
     read = []  # (init, its setting's key, the lr, the runs) where gelu trained under that init
@@ -154,8 +164,7 @@ def c5(obs: Observations) -> Evidence:
             read.append((init, key, lr, gelu_runs))
     for init, key, lr, gelu_runs in read:
         values = per_seed_mean(gelu_runs, after)
-        if init == base_init:
-            judged_lr["gelu"] = lr
+        judged.add(("gelu", key.bias, key.setting, lr))
         # one part per init, each a counterexample of its own: the init is checked by the parts themselves where
         # another init's part was read in a setting that differs from this one's in the init alone
         paired = other_cells(key, [k for _, k, _, _ in read])["init"]
@@ -170,7 +179,7 @@ def c5(obs: Observations) -> Evidence:
                  f"{fmt_interval(final_s, unit='', signed=False)}; largest gelu zero fraction after training: "
                  f"{'; '.join(gelu_max) or 'n/a'}")
     decided = [label for label, v in ev.parts if v.verdict != INCONCLUSIVE]
-    ev.details = [*_zero_table(measured, judged_lr, obs.base_setting), "",
+    ev.details = [*_zero_table(measured, judged, obs.base_setting), "",
                   "- lr protocol: after training, each activation at " + (
                       "the lr its tuning runs chose (tuning seeds, never judged)" if obs.tuning else
                       "its best lr (lowest mean final loss), chosen on the same seeds") +
@@ -185,19 +194,21 @@ def _with_init(setting: Setting | None, init) -> Setting | None:
     return None if setting is None else tuple((k, init if k == "model.init" else v) for k, v in setting)
 
 
-def _zero_table(measured: list[Run], judged_lr: dict[str, float | None], base: Setting | None) -> list[str]:
-    """Every variant's zero fraction at init and after training, per whole setting and lr (runs of different
-    settings are different networks: never pooled); the base-setting rows C5 judges after training are marked."""
+def _zero_table(measured: list[Run], judged: set[tuple], base: Setting | None) -> list[str]:
+    """Every variant's zero fraction at init and after training, per whole setting, FFN bias and lr (runs of
+    different settings or biases are different networks: never pooled); the rows C5's parts after training read
+    (`judged`: (act, bias, setting, lr)) are marked."""
     lines = ["| variant | setting | lr | seeds | zero fraction at init (mean ± std) | 95% CI | after training "
              "(mean ± std) | 95% CI | dead units after training |", "|---|---|---|---|---|---|---|---|---|"]
-    groups = group_by(measured, lambda r: (r.act, r.setting, r.lr))
-    for (act, setting, lr) in sorted(groups, key=lambda k: (k[0], k[1] != base, str(k[1]), k[2])):
-        runs = groups[(act, setting, lr)]
+    groups = group_by(measured, lambda r: (r.act, r.bias, r.setting, r.lr))
+    for (act, bias, setting, lr) in sorted(groups, key=lambda k: (k[0], k[1], k[2] != base, str(k[2]), k[3])):
+        runs = groups[(act, bias, setting, lr)]
         init, final, dead = (summarize_fraction(per_seed_mean(runs, stat_of(when, key)).values()) for when, key in
                              (("init", "zero_frac"), ("final", "zero_frac"), ("final", "dead_frac")))
-        mark = " (judged)" if judged_lr.get(act) == lr and setting == base else ""
-        lines.append(f"| {act} | {describe_setting(setting)} | {lr:g}{mark} | {init.n} | {fmt_mean_std(init, 3)} "
-                     f"| {fmt_ci(init, 3)} | {fmt_mean_std(final, 3)} | {fmt_ci(final, 3)} | {fmt_mean_std(dead, 3)} |")
+        mark = " (judged)" if (act, bias, setting, lr) in judged else ""
+        lines.append(f"| {act}{'+bias' if bias else ''} | {describe_setting(setting)} | {lr:g}{mark} | {init.n} | "
+                     f"{fmt_mean_std(init, 3)} | {fmt_ci(init, 3)} | {fmt_mean_std(final, 3)} | {fmt_ci(final, 3)} | "
+                     f"{fmt_mean_std(dead, 3)} |")
     return lines
 
 

@@ -12,7 +12,16 @@ from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.lr_protocol import chosen_lrs, tuning_key
 from ffnbench.claims.pairing import FRESH_SEEDS, ONE_LR, Comparison, PairKey
-from ffnbench.claims.runs import Run, Setting, by_seed, describe_setting, is_reference, outcomes_by_seed, summary_of
+from ffnbench.claims.runs import (
+    Run,
+    Setting,
+    by_seed,
+    describe_setting,
+    is_reference,
+    outcomes_by_seed,
+    setting_without,
+    summary_of,
+)
 from ffnbench.stats.intervals import compare
 from ffnbench.stats.verdicts import INCONCLUSIVE, Verdict
 
@@ -124,15 +133,24 @@ def _fixed_budget(obs: Observations, act: str, key: Series, series: dict[Series,
     ev.effect += f"{'; ' if ev.effect else ''}{act} at a fixed budget: {'; '.join(effects)}"
 
 
+# What a fixed-budget series' setting holds that the base setting's does not: the budget, and the shape solved for it
+_SOLVED = ("model.non_embedding_params", "model.d_model", "model.n_head")
+
+
 def _largest(series: dict[Series, dict[float, list[Run]]], need: set[float], base: Setting | None) -> Series | None:
-    """The series that decides, pre-registered as pairing.primary's comparison is (so that adding seeds to another
-    series cannot change which one decides): among those holding every ratio in `need`, a tuned one (each width at
-    its own lr), in the reference setting (GPT-2 init, no qk-norm or z-loss), then the sweep's common setting, then
-    the most seeds in its thinnest ratio (of `need`, or of all when `need` is empty), then the most ratios."""
+    """The series that decides, pre-registered as pairing.primary's comparison is, so that adding seeds to another
+    series cannot change which one decides: among those holding every ratio in `need`, a tuned one (each width at
+    its own lr), in the reference setting (GPT-2 init, no qk-norm or z-loss), then the one like the sweep's base
+    setting but for the budget and the shape solved for it, then the shorter training (the longer one is the
+    length check's); only then the most seeds in its thinnest ratio (of `need`, or of all when `need` is empty),
+    then the most ratios."""
+    def like_base(s: Setting) -> bool:
+        return base is not None and setting_without(s, *_SOLVED) == setting_without(base, *_SOLVED)
+
     def rank(k: Series) -> tuple:
         seeds = min(len(outcomes_by_seed(series[k][r])) for r in (need or series[k]))
-        return (k.lr is not None, not is_reference(k.setting), k.setting != base, -seeds, -len(series[k]),
-                str(tuple(k)))
+        return (k.lr is not None, not is_reference(k.setting), not like_base(k.setting),
+                dict(k.setting).get("trainer.tokens_per_param") or 0, -seeds, -len(series[k]), str(tuple(k)))
 
     return min((k for k, ratios in series.items() if need <= set(ratios)), key=rank, default=None)
 
@@ -165,8 +183,8 @@ def _activation(obs: Observations, act: str, ev: Evidence) -> bool:
     ev.details += _table(act, key, fixed_b[key])
     _fixed_budget(obs, act, key, fixed_b, ev)
     for other in sorted((k for k in fixed_b if k != key), key=lambda k: str(tuple(k))):
-        # the series its robustness lines read (another init, length, size): their widths side by side
-        ev.details += ["", f"Shown beside it (checks, not deciding): {act}, {describe_setting(other.setting)}, "
+        # every other series, side by side (those at tuned lrs are the robustness lines' other cells)
+        ev.details += ["", f"Shown beside it, not deciding: {act}, {describe_setting(other.setting)}, "
                        f"{_lr_text(other, fixed_b[other])}:", "", *_series_table(act, fixed_b[other]), ""]
     return True
 

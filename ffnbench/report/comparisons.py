@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ffnbench.claims import Run, group_by
+from ffnbench.claims import Observations, Run, group_by
 from ffnbench.claims.lr_protocol import chosen_lrs, tuning_key
 from ffnbench.model.ffn import VARIANTS
 
@@ -61,11 +61,14 @@ def comparisons(runs: list[Run]) -> list[tuple[tuple, float | None, dict[str, li
 
 def primary_runs(runs: list[Run]) -> list[Run]:
     """The sweep's main comparison: every judged run (usable or not) of the comparison with the most usable runs
-    (comparisons' first)."""
+    (comparisons' order) in the sweep's base setting (Observations.base_setting, where the verdicts are decided),
+    else of the first comparison. An arm with more seeds in another setting (another init, a width arm) does not
+    take the figures over."""
     tables = comparisons([r for r in runs if r.usable or r.role == "tuning"])
     if not tables:
         return []
-    setting, lr, _ = tables[0]
+    base = Observations.of(runs).base_setting
+    setting, lr, _ = next((t for t in tables if t[0] == base), tables[0])
     chosen = chosen_lrs(runs)
     return [r for r in runs if r.role == "judged" and r.setting == setting and lr in comparison_lrs(r, chosen)]
 

@@ -641,7 +641,7 @@ def test_c1_decides_in_the_reference_series_even_when_another_init_has_more_seed
     details = "\n".join(result.details)
     assert "loss(8×) − loss(4×) = +0.08" in result.effect, result.effect
     assert result.verdict.verdict == INCONCLUSIVE and "init-dependent" in result.verdict.reason, result.verdict
-    assert "Shown beside it (checks, not deciding): gelu" in details and "fan_in init" in details
+    assert "Shown beside it, not deciding: gelu" in details and "fan_in init" in details
     # without the fan_in series the same reference runs support the claim: the check above is what undecides it
     assert verdicts(ref)["C1"].scoped.verdict == SUPPORTED
 
@@ -659,3 +659,43 @@ def test_c5_reads_gelu_under_another_init_in_the_base_settings_init_cell_not_the
     parts = dict(verdicts(base + cell + width_arm)["C5"].parts)
     fan_in_part = next(v for label, v in parts.items() if label.startswith("gelu no hard zeros after training (fan_in"))
     assert fan_in_part.verdict == CONTRADICTED, parts
+
+
+def test_c1_decides_in_the_shorter_reference_series_even_when_a_longer_one_has_more_seeds():
+    """Two GPT-2 series at a fixed budget: 6 tokens/param (3 seeds, 4× best) and 24 tokens/param (5 seeds, 8× best).
+    The shorter one decides (the longer is its length check), as the base setting's tie-break has it: more seeds
+    at 24 tokens/param do not take the decision over."""
+    n = {"non_embedding_params": 20000}
+    short = [rec for ratio, base, wiggle in ((2, 3.10, (0.0, 0.002, 0.001)), (4, 3.00, (0.001, 0.0, 0.002)),
+                                             (8, 3.08, (0.002, 0.001, 0.0)))
+             for rec in losses("gelu", base, width=ratio, wiggle=wiggle, config={"trainer.tokens_per_param": 6}, **n)]
+    long = [make_record("gelu", s, base + 0.01 * s + (0.002, 0.0, 0.001)[(s + k) % 3], width=ratio,
+                        config={"trainer.tokens_per_param": 24}, **n)
+            for k, (ratio, base) in enumerate(((2, 3.10), (4, 3.00), (8, 2.90))) for s in range(5)]
+    headline = [rec for act in ("relu", "gelu", "swiglu", "swish", "linear", "relu2")
+                for rec in losses(act, 3.0, config={"trainer.tokens_per_param": 6})]  # the base setting
+    result = verdicts(headline + short + long)["C1"]
+    assert "loss(8×) − loss(4×) = +0.08" in result.effect, result.effect
+    assert "early-training" in result.verdict.reason or "early-training" in result.effect, result.verdict
+
+
+def test_c5_reads_the_textbook_network_not_a_bias_arm_or_a_width_arm_beside_it():
+    """Under fan_in gelu ran without bias (3 seeds, 5% zeros), with bias (5 seeds, none) in the same setting, and in
+    a width arm at 1× (5 seeds, none). fan_in's part reads the textbook network, without bias; and where the fan_in
+    cell has no no-bias gelu at all, the closest setting's textbook network (here at 4× the tokens) before the arms
+    with more seeds."""
+    fan_in, long = {"model.init": "fan_in"}, {"model.init": "fan_in", "trainer.tokens_per_param": 24}
+    base = ([make_record("relu", s, 3.0, zero_init=0.5, zero_final=0.5 + 0.002 * s) for s in (0, 1, 2)]
+            + [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in (0, 1, 2)])
+    beside = ([make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.0, bias=True, config=fan_in) for s in range(5)]
+              + [make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.0, width=1, non_embedding_params=20000,
+                             config=fan_in) for s in range(5)])
+
+    def fan_in_part(no_bias_config):
+        no_bias = [make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.05 + 0.001 * s, config=no_bias_config)
+                   for s in (0, 1, 2)]
+        parts = dict(verdicts(base + no_bias + beside)["C5"].parts)
+        return next(v for label, v in parts.items() if label.startswith("gelu no hard zeros after training (fan_in"))
+
+    assert fan_in_part(fan_in).verdict == CONTRADICTED
+    assert "0.05" in fan_in_part(long).reason, fan_in_part(long)

@@ -194,6 +194,16 @@ def test_variants_sort_in_variant_order_and_the_largest_comparison_leads():
     assert {r.lr for r in primary_runs(runs)} == {3e-3} and len(primary_runs(runs)) == 6
 
 
+def test_the_figures_main_comparison_is_the_base_settings_even_when_another_init_has_more_runs():
+    """GPT-2 init (the base setting: the reference) with 2 seeds of 3 variants; fan_in with 5 seeds of 2 variants:
+    fan_in has more usable runs, but the figures read the base setting, where the verdicts are decided."""
+    runs = [run_of(make_record(a, s, 3.0)) for a in ("swiglu", "relu", "gelu") for s in (0, 1)]
+    runs += [run_of(make_record(a, s, 2.9, config={"model.init": "fan_in"})) for a in ("relu", "gelu")
+             for s in range(5)]
+    assert comparisons(runs)[0][2].keys() == {"relu-b4-nobias", "gelu-b4-nobias"}  # the largest table leads
+    assert {r.factor("model.init") for r in primary_runs(runs)} == {"gpt2"} and len(primary_runs(runs)) == 6
+
+
 # ---- command line -----------------------------------------------------------------------------------------
 
 
