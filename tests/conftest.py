@@ -2,6 +2,7 @@
 
 import errno
 import os
+import signal
 import socket
 
 import pytest
@@ -9,7 +10,11 @@ import pytest
 
 def pytest_configure(config):
     """Under pytest-xdist (`make test` runs -n auto), the workers share the cores instead of each using all of
-    them: torch threads (and OMP_NUM_THREADS, for the subprocesses tests start) = cores ÷ workers."""
+    them: torch threads (and OMP_NUM_THREADS, for the subprocesses tests start) = cores ÷ workers. And Ctrl-C is
+    Ctrl-C: a suite started in the background (`make test &`, nohup) inherits SIGINT ignored, as would every run it
+    starts, and the Ctrl-C tests would see a run that rightly ignores it; a user at a terminal has the default."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a Python handler: children exec with the default
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers:
         import torch
