@@ -63,11 +63,11 @@ def gelu_none(values: dict[int, float]) -> Verdict:
 
 def trained_runs(runs: list[Run], act: str, tuning: Iterable[Run] = (), base: Setting | None = None
                  ) -> tuple[PairKey | None, float | None, list[Run]]:
-    """The trained networks C5 reads for one activation: in `base` (the sweep's base setting, where the verdicts are
-    decided, or its cell under another init) when the activation ran there, so that relu and gelu are read in one
-    setting, else in the matched setting that differs from `base` in the fewest factors; the textbook network
-    first (a 4× budget, no FFN bias, no rounding: pairing.textbook_rank), then the most runs, then the shorter
-    training (the longer one is the length check's). Never an arm of other seeds' choosing: a C7 bias arm or a C1
+    """The trained networks C5 reads for one activation: the textbook network (a 4× budget, no FFN bias, no
+    rounding: pairing.textbook_rank) first, in `base` (the sweep's base setting, where the verdicts are decided, or
+    its cell under another init) when it ran there, so that relu and gelu are read in one setting, else in the
+    matched setting that differs from `base` in the fewest factors; then the most runs, then the shorter training
+    (the longer one is the length check's). Never an arm of other seeds' choosing: a C7 bias arm or a C1
     width arm beside it does not take it over however many seeds it has. At the lr its tuning runs chose where it
     has some (pairing.chosen_lrs), else at that setting's best lr (the lr one would train it at); all of the
     setting's runs when it ran one lr."""
