@@ -11,9 +11,9 @@ PY=${PY:-.venv/bin/python}
 restore=("$@")
 # The arms of the preset's top comment, in priority order (arms 1-4 are done; grids 20-21 go first among the rest:
 # until their tuning runs finish, arm 4's 2-layer judged runs wait for their lr). Arm 5 judges at the neighbours of
-# lrs that arms 1 and 4 chose, so it names their tuning grids too (their runs plan as done). The stability arm is
-# cpu_robust_more's: EXP=cpu_robust_more, the same command.
-for grids in 0-2 3-4 5-6 7-12 20-21 0-4,7-8,13-15 16-19,22-23 24-25 26-27 28-30 31-32 33; do
+# lrs that arms 1 and 4 chose, so it names their tuning grids too (their runs plan as done), as grid 33 names relu's
+# d_model 128 grid. The stability arm is cpu_robust_more's: EXP=cpu_robust_more, the same command.
+for grids in 0-2 3-4 5-6 7-12 20-21 0-4,7-8,13-15 16-19,22-23 24-25 26-27 28-30 31-32 28,33; do
   echo "=== cpu_robust grids $grids ($(date -u +%FT%TZ))"
   WANDB_MODE=offline "$PY" -m ffnbench.sweep cpu_robust --confirm --launcher joblib --grids "$grids" --no-report \
     "${restore[@]}" -- logger=csv

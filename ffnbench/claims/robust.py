@@ -216,9 +216,11 @@ def judged_pairs(c: Comparison) -> dict[tuple[float, float], Paired]:
     return out
 
 
-def pairs_check(c: Comparison, side: Side) -> tuple[str, list[str]]:
-    """LR_ROBUST when b − a on the judged seeds keeps the best-vs-best side of the threshold at every pair of
-    judged lrs (each side's chosen lr and its neighbours: up to 3 × 3), else LR_DEPENDENT; a line per pair."""
+def pairs_check(c: Comparison, side: Side | None = None) -> tuple[str, list[str]]:
+    """LR_ROBUST when b − a on the judged seeds keeps the best-vs-best side of the threshold (`side`; the sign by
+    default) at every pair of judged lrs (each side's chosen lr and its neighbours: up to 3 × 3), else
+    LR_DEPENDENT; one line that shows every pair."""
+    side = side or _sign
     cells, agree = [], True
     for (la, lb), d in judged_pairs(c).items():
         agree &= side(d.mean) == side(c.diff.mean)
@@ -230,10 +232,18 @@ def pairs_check(c: Comparison, side: Side) -> tuple[str, list[str]]:
 
 
 def _lr_label(c: Comparison, side: Side) -> tuple[str | None, list[str]]:
-    """The lr check of `c`: across its judged lrs where it has neighbour runs, else on the tuning seeds."""
-    if c.a_neighbours and c.b_neighbours and c.best_lr and c.protocol == FRESH_SEEDS and c.diff.mean is not None:
+    """The lr check of `c`: across its judged lrs where both sides have neighbour runs, else on the tuning seeds.
+    Where one side alone was judged at its neighbours, its judged pairs are checked as well: they test that side's
+    lr choice on fresh seeds, the tuning seeds the other's, and either check failing makes `c` lr-dependent."""
+    judged = c.best_lr and c.protocol == FRESH_SEEDS and c.diff.mean is not None
+    if judged and c.a_neighbours and c.b_neighbours:
         return pairs_check(c, side)
-    return lr_check(c, side)
+    label, lines = lr_check(c, side)
+    if judged and (c.a_neighbours or c.b_neighbours):
+        one_side, more = pairs_check(c, side)
+        lines = [*lines, *more]
+        label = LR_DEPENDENT if one_side == LR_DEPENDENT else label
+    return label, lines
 
 
 def _judged_verdict(c: Comparison, rule: Rule, side: Side, unit: Unit = NATS) -> Verdict:

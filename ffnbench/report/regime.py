@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ffnbench.claims.bias import bias_free_key
 from ffnbench.claims.claim import Observations
 from ffnbench.claims.pairing import FRESH_SEEDS, Comparison, act_is, compare_sides, matched_key
-from ffnbench.claims.robust import nested
+from ffnbench.claims.robust import nested, pairs_check
 from ffnbench.claims.runs import Run, Setting
 
 # (a, b): the difference loss(b) − loss(a), which the textbooks say is positive (b is the worse FFN): C4, C3, C13
@@ -150,4 +150,23 @@ def regime_section(runs: list[Run]) -> list[str]:
         std = preactivation_std(runs, cell)
         lines.append(f"| {cell.label} | {'n/a' if std is None else f'{std:.2f}'} | "
                      + " | ".join(_cell_text(found.get((cell, pair))) for pair in HEADLINE) + " |")
+    return [*lines, "", *_neighbour_lines(cells, found)]
+
+
+def _neighbour_lines(cells: list[Cell], found: dict[tuple[Cell, tuple[str, str]], Comparison]) -> list[str]:
+    """Where a side of a cell's difference was also judged at its chosen lr's neighbours: the difference at every
+    pair of judged lrs, and whether its sign holds at all of them. A follow-up grid may judge one side alone there
+    (its optimum was not bracketed), and these lines are where its numbers show. C7's pair is left to C7's section:
+    its textbook value is about 0, so its sign says nothing (the claim reads its margin)."""
+    shown = [(cell, pair, c) for cell in cells for pair in HEADLINE if pair not in NEAR_ZERO
+             and (c := found.get((cell, pair))) is not None and (c.a_neighbours or c.b_neighbours)]
+    if not shown:
+        return []
+    lines = ["At the chosen lrs' neighbours (×√2, ÷√2), where a cell's variants were judged there too (a side "
+             "without neighbour runs: its chosen lr alone): each difference on the judged seeds at every pair of "
+             "judged lrs, positive the textbook's order, and whether it keeps its sign at all of them "
+             "(claims.robust.pairs_check, the lr check of a deciding comparison):", ""]
+    for cell, (a, b), c in shown:
+        _, (line,) = pairs_check(c)
+        lines.append(f"- {cell.label}, {what(a, b)}: {line.strip().removeprefix('- ')}")
     return [*lines, ""]

@@ -215,6 +215,23 @@ def test_a_pair_of_judged_lrs_that_reverses_the_difference_makes_it_lr_dependent
     assert "swiglu 0.001 / gelu 0.004: " in details
 
 
+def test_one_side_judged_at_its_neighbours_checks_its_lr_choice_on_the_judged_seeds_too():
+    """Only gelu was judged at its neighbours (a follow-up grid for one variant): the tuning seeds agree at the
+    chosen lr, so the check on them alone is lr-robust; gelu's judged pairs are checked as well, and where gelu at
+    its upper neighbour beats swiglu the comparison is lr-dependent, where it does not, lr-robust."""
+    tuning = (tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3})
+              + tuning_at("swiglu", {0.001: (3.1,) * 3, 0.002: (2.9,) * 3, 0.004: (3.0,) * 3}))
+    swiglu = [make_record("swiglu", s, 2.95 + 0.002 * ((s * 7 + 6) % 5 - 2), lr=0.002) for s in JUDGED]
+    for upper, label, verdict in ((2.90, "lr-dependent", INCONCLUSIVE), (3.10, "lr-robust", SUPPORTED)):
+        gelu = judged_at("gelu", 0.002, 3.00) + judged_at("gelu", 0.001, 3.2) + judged_at("gelu", 0.004, upper)
+        result, details = c3(tuning + gelu + swiglu)
+        assert "shared-lr differences on the tuning seeds" in details  # the tuning check still runs
+        assert f"{label} across the judged lrs" in details, details
+        assert "swiglu 0.002 / gelu 0.004: " in details and "swiglu 0.001" not in details
+        assert result.scoped.verdict == verdict, result.scoped
+        assert "lr checked on tuning seeds only" in result.effect  # swiglu's choice was checked on them alone
+
+
 def test_an_optimum_next_to_a_plateau_is_named_plateau_edge_with_the_rates():
     plateau = [{"kind": "plateau", "step": 100, "size": 60.0, "recovered": True}]
     records = arm("gelu", RELU, 3.10) + arm("swiglu", GELU, 2.95)

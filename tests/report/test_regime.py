@@ -1,9 +1,11 @@
 """The regime view (ffnbench.report.regime): each headline difference, best-vs-best, in every (size, length, init)
 cell, signed so that positive is the textbook's order, the base setting first; nothing shown for one setting."""
 
+from fixtures.report.synthetic import WIGGLE, make_record
 from fixtures.report.synthetic import tuned_arm as arm
 
 from ffnbench.claims import Run
+from ffnbench.claims.lr_protocol import mark_neighbours
 from ffnbench.report.figures import fig_regime
 from ffnbench.report.regime import regime, regime_section
 
@@ -97,3 +99,20 @@ def test_cells_that_differ_in_depth_alone_come_in_one_order(tmp_path):
     labels = ast.literal_eval(orders.pop())
     assert labels.index(next(x for x in labels if "2 layers" in x and "fan_in" in x)) < \
         labels.index(next(x for x in labels if "4 layers" in x and "fan_in" in x))
+
+
+def test_a_side_judged_at_its_neighbours_shows_every_pair_of_judged_lrs():
+    """relu alone was judged at its chosen lr's neighbours under fan_in (a follow-up for an optimum not bracketed):
+    the section lists relu − gelu at each of relu's judged lrs against gelu's chosen one, and says the sign does
+    not hold where relu at its lower neighbour beats gelu; a cell with no neighbour runs gets no line."""
+    base = cell(3.10, 3.00, relu=3.20)
+    fan_in = cell(3.00, 3.10, relu=3.05, config=FAN_IN)
+    near = [make_record("relu", s, loss + WIGGLE["relu"][s], lr=lr,
+                        config={**SHORT, **FAN_IN, "lr_protocol.judge_neighbours": True})
+            for lr, loss in ((0.00283, 2.95), (0.00566, 3.30)) for s in (0, 1, 2)]
+    assert "neighbours" not in "\n".join(regime_section(mark_neighbours(runs_of(base, fan_in))))
+    section = "\n".join(regime_section(mark_neighbours(runs_of(base, fan_in, near))))
+    lines = [x for x in section.splitlines() if "across the judged lrs" in x]
+    assert len(lines) == 1 and "fan_in init, loss(relu) − loss(gelu): lr-dependent across the judged lrs" in lines[0]
+    assert "gelu 0.004 / relu 0.00283: -0.05" in lines[0] and "gelu 0.004 / relu 0.004: +0.05" in lines[0]
+    assert "gelu 0.004 / relu 0.00566: +0.30" in lines[0] and "gelu 0.00283" not in lines[0]
