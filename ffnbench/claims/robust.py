@@ -1,8 +1,10 @@
 """Whether a deciding comparison's verdict survives the nuisance choices a reviewer would vary (DESIGN §9):
 
-- **lr**: a best-vs-best difference (each side at its tuned lr, judged on fresh seeds) is *lr-robust* only if the
-  paired shared-lr differences on the tuning seeds, at both sides' chosen lrs, have its sign. Otherwise the gap is
-  (partly) which lr each side got, and the verdict is *inconclusive (lr-dependent)*.
+- **lr**: a best-vs-best difference (each side at its tuned lr, judged on fresh seeds) is *lr-robust* only if its
+  sign holds at every pair of judged lrs where both sides were also judged at their chosen lr's neighbours; else
+  if the paired shared-lr differences on the tuning seeds, at both sides' chosen lrs, have its sign (and, where one
+  side alone has neighbour runs, so does every pair of judged lrs). Otherwise the gap is (partly) which lr each
+  side got, and the verdict is *inconclusive (lr-dependent)*.
 - **bracketing**: a side whose chosen lr sits at an edge of the lrs its tuning runs tried is named *optimum not
   bracketed* (a better lr may lie beyond: its verdict is kept, and the label says so).
 - **init**: the same comparison under the other init convention (model.init), with its own lr protocol. A decided
@@ -10,7 +12,9 @@
 - **training length**: the same comparison at 4× the tokens (trainer.tokens_per_param). An effect that shrinks by
   more than half from 1× to 4× is *early-training*; one that changes sign makes the verdict *inconclusive
   (early-training)*.
-- **size** and **stability options** (another d_model; qk-norm and z-loss): shown beside it; they do not decide.
+- **size**: the same comparison at another d_model, where the sweep ran one: a decided verdict stands only if it
+  gives the same verdict; otherwise *inconclusive (size-dependent)*.
+- **stability options** (qk-norm and z-loss): shown beside it; they do not decide.
 
 Each check says whether it could be made: a label that could not be checked for lack of runs is listed as such."""
 
@@ -40,6 +44,7 @@ from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdi
 
 LR_ROBUST, LR_DEPENDENT = "lr-robust", "lr-dependent"
 LR_TUNING_ONLY = "lr checked on tuning seeds only"  # no neighbour runs: the sign test on the tuning seeds
+LR_ONE_SIDE = "lr checked on one side's judged neighbours"  # and on the tuning seeds, where they could check it
 PLATEAU_EDGE = "plateau-edge"
 REDUCED_GRID = "reduced grid"
 SIZE_ROBUST, SIZE_DEPENDENT = "size-robust", "size-dependent"
@@ -328,7 +333,7 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
         out.checked.append("lr")
         out.labels.append(label)
         if not (best.a_neighbours and best.b_neighbours):
-            out.labels.append(LR_TUNING_ONLY)
+            out.labels.append(LR_ONE_SIDE if best.a_neighbours or best.b_neighbours else LR_TUNING_ONLY)
         if label == LR_DEPENDENT:
             out.downgrade("inconclusive (lr-dependent)", "the differences at other lrs have the other sign")
     edges = bracket_check(best)

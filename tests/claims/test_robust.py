@@ -229,7 +229,32 @@ def test_one_side_judged_at_its_neighbours_checks_its_lr_choice_on_the_judged_se
         assert f"{label} across the judged lrs" in details, details
         assert "swiglu 0.002 / gelu 0.004: " in details and "swiglu 0.001" not in details
         assert result.scoped.verdict == verdict, result.scoped
-        assert "lr checked on tuning seeds only" in result.effect  # swiglu's choice was checked on them alone
+        assert "lr checked on one side's judged neighbours" in result.effect
+        assert "lr checked on tuning seeds only" not in result.effect
+
+
+def test_one_sides_judged_neighbours_never_pass_what_the_tuning_seeds_fail_or_could_not_check():
+    """gelu alone judged at its neighbours, every pair of its judged lrs keeping the sign: where the tuning seeds
+    reverse the difference at the chosen lr the comparison stays lr-dependent, and where they could not check it
+    (no swiglu tuning run at gelu's chosen lr) the lr stays unchecked; a pair that reverses makes it lr-dependent."""
+    gelu_tuning = tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3})
+    swiglu = [make_record("swiglu", s, 2.95 + 0.002 * ((s * 7 + 6) % 5 - 2), lr=0.002) for s in JUDGED]
+    gelu = judged_at("gelu", 0.002, 3.00) + judged_at("gelu", 0.001, 3.2) + judged_at("gelu", 0.004, 3.10)
+    # swiglu's tuning seeds are worse than gelu's at 0.002, the lr they still choose
+    reversed_tuning = tuning_at("swiglu", {0.001: (3.1,) * 3, 0.002: (3.05,) * 3, 0.004: (3.1,) * 3})
+    result, details = c3(gelu_tuning + reversed_tuning + gelu + swiglu)
+    assert "lr-robust across the judged lrs" in details
+    assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped
+    # swiglu tuned on lrs from 0.004 up, judged at 0.004: no paired tuning run at gelu's 0.002
+    swiglu_high = (tuning_at("swiglu", {0.004: (2.9,) * 3, 0.008: (3.0,) * 3, 0.016: (3.1,) * 3})
+                   + [make_record("swiglu", s, 2.95 + 0.002 * ((s * 7 + 6) % 5 - 2), lr=0.004) for s in JUDGED])
+    result, details = c3(gelu_tuning + swiglu_high + gelu)
+    assert "lr-robust across the judged lrs" in details and "not checked: lr" in details, details
+    assert "lr-robust" not in result.effect.replace("lr-robust across", ""), result.effect
+    gelu_reversing = judged_at("gelu", 0.002, 3.00) + judged_at("gelu", 0.001, 3.2) + judged_at("gelu", 0.004, 2.90)
+    result, details = c3(gelu_tuning + swiglu_high + gelu_reversing)
+    assert "lr-dependent across the judged lrs" in details
+    assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped
 
 
 def test_an_optimum_next_to_a_plateau_is_named_plateau_edge_with_the_rates():

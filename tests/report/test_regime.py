@@ -116,3 +116,9 @@ def test_a_side_judged_at_its_neighbours_shows_every_pair_of_judged_lrs():
     assert len(lines) == 1 and "fan_in init, loss(relu) − loss(gelu): lr-dependent across the judged lrs" in lines[0]
     assert "gelu 0.004 / relu 0.00283: -0.05" in lines[0] and "gelu 0.004 / relu 0.004: +0.05" in lines[0]
     assert "gelu 0.004 / relu 0.00566: +0.30" in lines[0] and "gelu 0.00283" not in lines[0]
+    near = [r for r in near if r["config"]["optim"]["lr"] != 0.00283] + [
+        make_record("relu", s, 3.10 + WIGGLE["relu"][s], lr=0.00283,
+                    config={**SHORT, **FAN_IN, "lr_protocol.judge_neighbours": True}) for s in (0, 1, 2)]
+    section = "\n".join(regime_section(mark_neighbours(runs_of(base, fan_in, near))))
+    assert "fan_in init, loss(relu) − loss(gelu): lr-robust across the judged lrs" in section
+    assert "gelu 0.004 / relu 0.00283: +0.10" in section
