@@ -21,8 +21,8 @@ plan() {  # preset, published results, expected count
 }
 plan cpu_claims experiments/cpu-claims/results.jsonl 274 all
 plan quick experiments/cpu-quick/results.jsonl "$(wc -l < experiments/cpu-quick/results.jsonl)" all
-plan cpu_robust experiments/cpu-robust/results.jsonl "$(wc -l < experiments/cpu-robust/results.jsonl)" partial
-for e in cpu-quick cpu-claims; do
+plan cpu_robust experiments/cpu-robust/results.jsonl "$(wc -l < experiments/cpu-robust/results.jsonl)" all
+for e in cpu-quick cpu-claims cpu-robust; do
   PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m ffnbench.report "experiments/$e/results.jsonl" --out "$tmp/$e" > /dev/null 2>&1
   if diff <(grep -vE '^\*Generated |^- source: ' "experiments/$e/REPORT.md") \
           <(grep -vE '^\*Generated |^- source: ' "$tmp/$e/REPORT.md") > "$tmp/$e.diff"; then
