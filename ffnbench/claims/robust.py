@@ -108,10 +108,15 @@ def shared_lr(c: Comparison) -> dict[float, Paired]:
 Side = Callable[[float], int]  # a difference (nats) → the side of the rule's threshold it falls on: −1, 0 or +1
 
 
+def _lr_checkable(c: Comparison) -> bool:
+    """Whether `c` is best-vs-best on fresh seeds with a difference: what any check of its lr choice needs."""
+    return bool(c.best_lr) and c.protocol == FRESH_SEEDS and c.diff.mean is not None
+
+
 def lr_check(c: Comparison, side: Side | None = None) -> tuple[str | None, list[str]]:
     """LR_ROBUST, LR_DEPENDENT or None (not checkable), and the lines that show it: the shared-lr differences at
     both chosen lrs beside the best-vs-best one, and across the whole grid."""
-    if not c.best_lr or c.protocol != FRESH_SEEDS or c.diff.mean is None:
+    if not _lr_checkable(c):
         return None, []
     lr_a, lr_b = c.a_runs[0].lr, c.b_runs[0].lr
     shared = shared_lr(c)
@@ -240,11 +245,10 @@ def _lr_label(c: Comparison, side: Side) -> tuple[str | None, list[str]]:
     """The lr check of `c`: across its judged lrs where both sides have neighbour runs, else on the tuning seeds.
     Where one side alone was judged at its neighbours, its judged pairs are checked as well: they test that side's
     lr choice on fresh seeds, the tuning seeds the other's, and either check failing makes `c` lr-dependent."""
-    judged = c.best_lr and c.protocol == FRESH_SEEDS and c.diff.mean is not None
-    if judged and c.a_neighbours and c.b_neighbours:
+    if _lr_checkable(c) and c.a_neighbours and c.b_neighbours:
         return pairs_check(c, side)
     label, lines = lr_check(c, side)
-    if judged and (c.a_neighbours or c.b_neighbours):
+    if _lr_checkable(c) and (c.a_neighbours or c.b_neighbours):
         one_side, more = pairs_check(c, side)
         lines = [*lines, *more]
         label = LR_DEPENDENT if one_side == LR_DEPENDENT else label

@@ -141,10 +141,11 @@ NEAR = {"lr_protocol.judge_neighbours": True}
 JUDGED = (0, 1, 2, 3, 4, 5)
 
 
-def judged_at(act: str, lr: float, loss: float, config: dict | None = None) -> list[dict]:
-    """Judged runs of seeds 0-5 at one lr, flagged as the neighbour protocol makes them (a little seed noise)."""
-    return [make_record(act, s, loss + 0.002 * ((s * 7 + len(act)) % 5 - 2), lr=lr, config={**NEAR, **(config or {})})
-            for s in JUDGED]
+def judged_at(act: str, lr: float, loss: float, config: dict | None = None, near: bool = True) -> list[dict]:
+    """Judged runs of seeds 0-5 at one lr (a little seed noise), flagged as the neighbour protocol makes them unless
+    `near` is False (a variant judged at its chosen lr alone)."""
+    return [make_record(act, s, loss + 0.002 * ((s * 7 + len(act)) % 5 - 2), lr=lr,
+                        config={**(NEAR if near else {}), **(config or {})}) for s in JUDGED]
 
 
 def tuning_at(act: str, losses: dict[float, tuple[float, ...]]) -> list[dict]:
@@ -221,7 +222,7 @@ def test_one_side_judged_at_its_neighbours_checks_its_lr_choice_on_the_judged_se
     its upper neighbour beats swiglu the comparison is lr-dependent, where it does not, lr-robust."""
     tuning = (tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3})
               + tuning_at("swiglu", {0.001: (3.1,) * 3, 0.002: (2.9,) * 3, 0.004: (3.0,) * 3}))
-    swiglu = [make_record("swiglu", s, 2.95 + 0.002 * ((s * 7 + 6) % 5 - 2), lr=0.002) for s in JUDGED]
+    swiglu = judged_at("swiglu", 0.002, 2.95, near=False)
     for upper, label, verdict in ((2.90, "lr-dependent", INCONCLUSIVE), (3.10, "lr-robust", SUPPORTED)):
         gelu = judged_at("gelu", 0.002, 3.00) + judged_at("gelu", 0.001, 3.2) + judged_at("gelu", 0.004, upper)
         result, details = c3(tuning + gelu + swiglu)
@@ -238,7 +239,7 @@ def test_one_sides_judged_neighbours_never_pass_what_the_tuning_seeds_fail_or_co
     reverse the difference at the chosen lr the comparison stays lr-dependent, and where they could not check it
     (no swiglu tuning run at gelu's chosen lr) the lr stays unchecked; a pair that reverses makes it lr-dependent."""
     gelu_tuning = tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3})
-    swiglu = [make_record("swiglu", s, 2.95 + 0.002 * ((s * 7 + 6) % 5 - 2), lr=0.002) for s in JUDGED]
+    swiglu = judged_at("swiglu", 0.002, 2.95, near=False)
     gelu = judged_at("gelu", 0.002, 3.00) + judged_at("gelu", 0.001, 3.2) + judged_at("gelu", 0.004, 3.10)
     # swiglu's tuning seeds are worse than gelu's at 0.002, the lr they still choose
     reversed_tuning = tuning_at("swiglu", {0.001: (3.1,) * 3, 0.002: (3.05,) * 3, 0.004: (3.1,) * 3})
@@ -247,7 +248,7 @@ def test_one_sides_judged_neighbours_never_pass_what_the_tuning_seeds_fail_or_co
     assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped
     # swiglu tuned on lrs from 0.004 up, judged at 0.004: no paired tuning run at gelu's 0.002
     swiglu_high = (tuning_at("swiglu", {0.004: (2.9,) * 3, 0.008: (3.0,) * 3, 0.016: (3.1,) * 3})
-                   + [make_record("swiglu", s, 2.95 + 0.002 * ((s * 7 + 6) % 5 - 2), lr=0.004) for s in JUDGED])
+                   + judged_at("swiglu", 0.004, 2.95, near=False))
     result, details = c3(gelu_tuning + swiglu_high + gelu)
     assert "lr-robust across the judged lrs" in details and "not checked: lr" in details, details
     assert "lr-robust" not in result.effect.replace("lr-robust across", ""), result.effect
