@@ -11,13 +11,41 @@ from datetime import datetime
 from pathlib import Path
 
 ARMS = ("1 headline", "2 fan_in init", "3 length 4x", "4 other claims", "5 neighbours at 1x", "6 C8 and C7 under fan_in",
-        "7 length 4x under fan_in", "8 C1 under fan_in", "9 tiny (d_model 128)", "qk-norm + z-loss (cpu_robust_more)")
+        "7 length 4x under fan_in", "8 C1 under fan_in", "9 tiny (d_model 128)", "qk-norm + z-loss (cpu_robust_more)",
+        "10 depth at matched tokens", "11 every claim at 4x under fan_in", "12 init gain 0.55", "13 power at d_model 128",
+        "14 init gain 0.32", "15 C1 at 4x under fan_in")
+
+
+def new_arm(r: dict) -> str | None:
+    """Arms 10-15 (the practice-matched map), by what only their runs have; None for a run of arms 1-9."""
+    cfg = r["config"]
+    m, t, f = cfg["model"], cfg["trainer"], cfg["ffn"]
+    tuning = bool(cfg.get("tuning"))
+    flagged = bool((cfg.get("lr_protocol") or {}).get("judge_neighbours")) and not tuning
+    if m.get("init") == "scaled":
+        return ARMS[12] if m.get("init_gain") == 0.55 else ARMS[14]
+    if t.get("tokens_per_param") == 12:
+        return ARMS[10]
+    if m.get("name") == "tiny":
+        seed, lr = r["seed"], cfg["optim"]["lr"]
+        new = (not tuning and seed >= 4) or lr in (0.00141, 0.001) or (tuning and lr == 0.002 and f["act"] == "relu") \
+            or (flagged and f["act"] != "relu")
+        return ARMS[13] if new else None
+    if t.get("tokens_per_param") == 24 and m.get("init") == "fan_in":
+        if m.get("non_embedding_params") or f.get("width"):
+            return ARMS[15]
+        arm7 = f["act"] in ("relu", "gelu", "swiglu") and not f.get("bias") and m.get("n_layer") == 4 \
+            and not flagged and (tuning or r["seed"] < 4)
+        return None if arm7 else ARMS[11]
+    return None
 
 
 def arm(r: dict) -> str:
     """The arm of conf/experiment/cpu_robust.yaml that made the run, from its config. A judged run with
     lr_protocol.judge_neighbours in a 1× setting arms 1, 2 and 4 ran is a neighbour (arm 5): their runs at the chosen
     lrs were made before the flag existed."""
+    if (new := new_arm(r)) is not None:
+        return new
     cfg = r["config"]
     m, t, o, f = cfg["model"], cfg["trainer"], cfg["optim"], cfg["ffn"]
     fan_in, tuning = m.get("init") == "fan_in", bool(cfg.get("tuning"))

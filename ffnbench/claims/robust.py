@@ -37,7 +37,7 @@ from ffnbench.claims.pairing import (
     window_losses,
     without_factor,
 )
-from ffnbench.claims.runs import Run, outcomes_by_seed, run_by_seed
+from ffnbench.claims.runs import INIT_FACTORS, Run, init_name, outcomes_by_seed, run_by_seed
 from ffnbench.stats.bootstrap import hull, nested_lr_bootstrap
 from ffnbench.stats.intervals import Paired
 from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_better
@@ -364,14 +364,14 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
             out.lines.append(f"  - {PLATEAU_EDGE} (the lr above the chosen one plateaus: the difference measures "
                              f"whether a run escapes the early plateau): {'; '.join(edge_lines)}")
     # init
-    other = _partner(comps, best, ("model.init",))
+    other = _partner(comps, best, INIT_FACTORS)
     if other is None:
         out.unchecked.append("init (no runs under the other model.init)")
         unchecked.append("init")
     else:
         out.checked.append("init")
         _agreement(out, best, other, rule, side, what, (INIT_ROBUST, INIT_DEPENDENT, "the inits"),
-                   lambda c: f"model.init={c.key.factor('model.init')}", unit)
+                   lambda c: f"model.init={init_name(c.key.setting)}", unit)
     # length: the 4× interval must give the same decided verdict; the point estimates only name the trend
     base_tokens = best.key.factor("trainer.tokens_per_param")
     tokens = "trainer.tokens_per_param"
@@ -425,7 +425,7 @@ REQUIRED_FACTORS = ("lr", "init", "length")
 def other_cells(key: PairKey, keys: Iterable[PairKey]) -> dict[str, list[PairKey]]:
     """The settings among `keys` that vary one factor of `key`'s (the rest, budget and bias held): another
     model.init, LONGER× the tokens per parameter, another size (model.name / d_model)."""
-    factors = {"init": ("model.init",), "length": ("trainer.tokens_per_param",),
+    factors = {"init": INIT_FACTORS, "length": ("trainer.tokens_per_param",),
                "size": ("model.name", "model.d_model")}
     mine = dict(key.setting)
     out: dict[str, list[PairKey]] = {f: [] for f in factors}

@@ -13,12 +13,13 @@ from ffnbench.stats.intervals import Summary, summarize
 
 # The model factors a run's setting names: runs that agree on all of them are comparable.
 MODEL_FACTORS = ("name", "d_model", "n_layer", "n_head", "seq_len", "non_embedding_params", "ffn_init", "init",
-                 "qk_norm")
+                 "init_gain", "qk_norm")
 # The factors outside the model a setting names too: the training length and the stability options.
 RUN_FACTORS = (("trainer", "tokens_per_param"), ("optim", "z_loss"))
 
 # The nuisance factors a claim is decided at (their defaults), and checked across (claims.robust).
-REFERENCE = {"model.init": "gpt2", "model.ffn_init": "gpt2", "model.qk_norm": False, "optim.z_loss": 0.0}
+REFERENCE = {"model.init": "gpt2", "model.init_gain": 1.0, "model.ffn_init": "gpt2", "model.qk_norm": False,
+             "optim.z_loss": 0.0}
 
 Setting = tuple[tuple[str, Any], ...]  # (("model.name", "small"), ...): hashable, in MODEL_FACTORS order
 
@@ -136,6 +137,16 @@ def setting_without(setting: Setting, *keys: str) -> Setting:
     return tuple((k, v) for k, v in setting if k not in keys)
 
 
+INIT_FACTORS = ("model.init", "model.init_gain")  # what "the init" of a setting is: the convention and its gain
+
+
+def init_name(setting: Setting) -> str:
+    """The setting's init in a word: gpt2, fan_in, or scaled with its gain ('scaled 0.55')."""
+    s = dict(setting)
+    init = s.get("model.init") or REFERENCE["model.init"]
+    return f"{init} {float(s.get('model.init_gain') or 1.0):g}" if init == "scaled" else str(init)
+
+
 def describe_setting(setting: Setting) -> str:
     """The setting in words: 'small (d_model 64, 2 layers)', or the fixed budget it was solved for; an FFN
     initialisation other than the default is named ('..., matched FFN init')."""
@@ -151,7 +162,7 @@ def describe_setting(setting: Setting) -> str:
     if init is not None and init != REFERENCE["model.ffn_init"]:
         text += f", {init} FFN init"
     if s.get("model.init") not in (None, REFERENCE["model.init"]):
-        text += f", {s['model.init']} init"
+        text += f", {init_name(setting)} init"
     if s.get("model.qk_norm"):
         text += ", qk-norm"
     if s.get("optim.z_loss"):

@@ -16,7 +16,17 @@ from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.lr_protocol import best_lr, chosen_lrs, tuning_key
 from ffnbench.claims.pairing import PairKey, matched_key, textbook_rank
 from ffnbench.claims.robust import LR_TUNING_ONLY, Robustness, cell_check, other_cells
-from ffnbench.claims.runs import Run, Setting, describe_setting, group_by, is_reference, per_seed_mean, stat_of
+from ffnbench.claims.runs import (
+    INIT_FACTORS,
+    Run,
+    Setting,
+    describe_setting,
+    group_by,
+    init_name,
+    is_reference,
+    per_seed_mean,
+    stat_of,
+)
 from ffnbench.stats.intervals import Summary, summarize_fraction
 from ffnbench.stats.multiplicity import holm
 from ffnbench.stats.verdicts import (
@@ -128,8 +138,8 @@ def c5(obs: Observations) -> Evidence:
         return ev
     # At init every run of a seed shares its weights (the lr acts later): one value per seed over all runs of the
     # base init (another init convention is another network at init).
-    base_init = dict(obs.base_setting or ()).get("model.init")
-    init_relu, init_gelu = (per_seed_mean([r for r in measured if r.act == a and r.factor("model.init") == base_init],
+    base_init = init_name(obs.base_setting or ())
+    init_relu, init_gelu = (per_seed_mean([r for r in measured if r.act == a and init_name(r.setting) == base_init],
                                           at_init) or per_seed_mean([r for r in measured if r.act == a], at_init)
                             for a in ("relu", "gelu"))
     relu_key, relu_lr, relu_runs = trained_runs(list(obs.runs), "relu", obs.tuning, obs.base_setting)
@@ -151,15 +161,14 @@ def c5(obs: Observations) -> Evidence:
     gelu_max = []
     # the cells the parts after training read: (act, bias, setting, lr), marked in the table
     judged = {("relu", relu_key.bias, relu_key.setting, relu_lr)} if relu_key is not None else set()
-    inits = sorted({r.factor("model.init") for r in obs.runs if r.act == "gelu"},
-                   key=lambda i: (i != base_init, str(i)))
+    inits = sorted({init_name(r.setting) for r in obs.runs if r.act == "gelu"}, key=lambda i: (i != base_init, i))
     read = []  # (init, its setting's key, the lr, the runs) where gelu trained under that init
     for init in inits:
-        runs = [r for r in obs.runs if r.factor("model.init") == init]
-        tuning = [r for r in obs.tuning if r.factor("model.init") == init]
+        runs = [r for r in obs.runs if init_name(r.setting) == init]
+        tuning = [r for r in obs.tuning if init_name(r.setting) == init]
         # under another init, the base setting with only the init changed (the base's init cell), where gelu ran
         # there: not whichever arm of that init has the most seeds (a width arm at a fixed budget, say)
-        key, lr, gelu_runs = trained_runs(runs, "gelu", tuning, _with_init(obs.base_setting, init))
+        key, lr, gelu_runs = trained_runs(runs, "gelu", tuning, _with_init(obs.base_setting, runs[0].setting))
         if key is not None:
             read.append((init, key, lr, gelu_runs))
     for init, key, lr, gelu_runs in read:
@@ -189,9 +198,10 @@ def c5(obs: Observations) -> Evidence:
     return ev
 
 
-def _with_init(setting: Setting | None, init) -> Setting | None:
-    """`setting` with model.init set to `init` (every Setting names model.init: runs.MODEL_FACTORS)."""
-    return None if setting is None else tuple((k, init if k == "model.init" else v) for k, v in setting)
+def _with_init(setting: Setting | None, other: Setting) -> Setting | None:
+    """`setting` with the init of `other` (INIT_FACTORS: every Setting names them, runs.MODEL_FACTORS)."""
+    init = dict(other)
+    return None if setting is None else tuple((k, init[k] if k in INIT_FACTORS else v) for k, v in setting)
 
 
 def _zero_table(measured: list[Run], judged: set[tuple], base: Setting | None) -> list[str]:

@@ -64,6 +64,7 @@ def model_config(cfg: DictConfig | Mapping, vocab_size: int) -> ModelConfig:
         ffn=spec,
         ffn_init=str(_get(m, "ffn_init", "gpt2")),
         init=str(_get(m, "init", "gpt2")),
+        init_gain=_get(m, "init_gain", 1.0),  # as given: ModelConfig refuses what is not a positive number
         qk_norm=_get(m, "qk_norm", False),  # as given: ModelConfig refuses what is not true or false
     )
     check_budget(spec, mcfg.d_model, float(_get(cfg["ffn"], "max_mismatch", math.inf)))

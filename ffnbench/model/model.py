@@ -15,6 +15,11 @@ Initialisation (`init`), biases 0 and LayerNorm gains 1 in both:
 - fan_in: width-aware, every Linear weight N(0, 1/fan_in) (fan_in = in_features: d_ff for ffn.w_down), the same
   1/√(2·n_layer) on the residual projections, and the embeddings wte and wpe N(0, 1/d_model), so the tied head's
   logits LN(x)·wteᵀ start at unit scale whatever the width.
+- scaled: fan_in with a gain g (`init_gain`): every matrix N(0, g²/fan_in), the same residual scaling and embedding
+  rule, so g = 1 is fan_in draw for draw. The FFN's input is a unit-RMS LayerNorm output, so its pre-activations
+  start at std ≈ g whatever the width: g places a small model where a published one starts (GPT-2 small and
+  BERT-base, N(0, 0.02) at d_model 768: 0.02·√768 ≈ 0.55; LLaMA-7B at 4096: ≈ 1.28), which gpt2's fixed 0.02 at
+  d_model 64 (≈ 0.16) does not.
 Either way with one twist that makes comparisons fair: every parameter is drawn from its own generator seeded by
 (seed, parameter name), so for the same seed every non-FFN parameter starts identical whatever FFN the
 model holds, and the FFN of one variant does not shift the random stream of anything else.
@@ -35,7 +40,7 @@ from ffnbench.model.ffn import MATCHED_REFERENCE, FeedForward, FFNSpec, matched_
 
 INIT_STD = 0.02
 FFN_INITS = ("gpt2", "matched")  # model.ffn_init
-INITS = ("gpt2", "fan_in")  # model.init
+INITS = ("gpt2", "fan_in", "scaled")  # model.init
 MIN_QK_NORM_HEAD_DIM = 4  # a LayerNorm over 1 element is identically 0, over 2 it is ±1: no attention is left
 RESIDUAL_PROJECTIONS = ("attn.proj.weight", "ffn.w_down.weight")  # write into the residual stream
 
@@ -53,7 +58,8 @@ class ModelConfig:
     # gpt2: every FFN as GPT-2 initialises it, so output scales at init differ ~10× between variants;
     # matched: the output projection rescaled so every variant starts at the GPT-2 FFN's output variance.
     ffn_init: str = "gpt2"
-    init: str = "gpt2"  # gpt2: N(0, 0.02) everywhere | fan_in: N(0, 1/fan_in) (the module docstring)
+    init: str = "gpt2"  # gpt2: N(0, 0.02) everywhere | fan_in: N(0, 1/fan_in) | scaled: N(0, g²/fan_in) (module doc)
+    init_gain: float = 1.0  # g of init=scaled; the other inits take only 1.0
     qk_norm: bool = False  # a LayerNorm over each head's queries and keys before the attention
 
     @property
@@ -75,7 +81,13 @@ class ModelConfig:
         if self.ffn_init not in FFN_INITS:
             raise ConfigError(f"model.ffn_init: expected {' or '.join(FFN_INITS)}, got {self.ffn_init!r}")
         if self.init not in INITS:
-            raise ConfigError(f"model.init: expected {' or '.join(INITS)}, got {self.init!r}")
+            raise ConfigError(f"model.init: expected {', '.join(INITS[:-1])} or {INITS[-1]}, got {self.init!r}")
+        if isinstance(self.init_gain, bool) or not isinstance(self.init_gain, int | float) \
+                or not math.isfinite(self.init_gain) or self.init_gain <= 0:
+            raise ConfigError(f"model.init_gain: must be a positive number, got {self.init_gain!r}")
+        if self.init != "scaled" and self.init_gain != 1.0:
+            raise ConfigError(f"model.init_gain: {self.init_gain!r} scales only model.init=scaled (got init="
+                              f"{self.init}); add model.init=scaled or drop the gain")
         if not isinstance(self.qk_norm, bool):
             raise ConfigError(f"model.qk_norm: expected true or false, got {self.qk_norm!r}")
         if self.qk_norm and self.head_dim < MIN_QK_NORM_HEAD_DIM:
@@ -282,13 +294,13 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, seed: int) -> None:
-        """GPT-2 (init=gpt2) or fan-in (init=fan_in) initialisation, each parameter from a generator seeded by
-        (seed, its name). With ffn_init=matched the FFN output projections are then scaled by
+        """GPT-2 (init=gpt2) or fan-in (init=fan_in, or scaled with its gain) initialisation, each parameter from a
+        generator seeded by (seed, its name). With ffn_init=matched the FFN output projections are then scaled by
         ffn.matched_output_gain (computed, not drawn: every other parameter, and the draws of the FFN's own, stay as
         they are)."""
         gain = None
         if self.cfg.ffn_init == "matched":
-            gain = self._fan_in_matched_gain() if self.cfg.init == "fan_in" else \
+            gain = self._fan_in_matched_gain() if self.cfg.init != "gpt2" else \
                 matched_output_gain(self.cfg.ffn, self.cfg.d_model, INIT_STD)
         for name, p in self.named_parameters():
             if name.endswith(".bias"):
@@ -304,21 +316,23 @@ class GPT(nn.Module):
     def _init_std(self, name: str, p: torch.Tensor) -> float:
         """The std a weight matrix is drawn with. gpt2: 0.02, the residual projections 0.02/√(2·n_layer). fan_in:
         1/√fan_in, with fan_in its input width (a Linear's in_features; for the embeddings d_model, the width of the
-        vectors they hand on), the residual projections also times 1/√(2·n_layer)."""
+        vectors they hand on), the residual projections also times 1/√(2·n_layer). scaled: fan_in's times init_gain."""
         residual = name.endswith(RESIDUAL_PROJECTIONS)
         if self.cfg.init == "gpt2":
             return INIT_STD / math.sqrt(2 * self.cfg.n_layer) if residual else INIT_STD
         fan_in = self.cfg.d_model if name in ("wte.weight", "wpe.weight") else p.shape[1]
-        return 1 / math.sqrt(fan_in) * (1 / math.sqrt(2 * self.cfg.n_layer) if residual else 1.0)
+        std = 1 / math.sqrt(fan_in) * (1 / math.sqrt(2 * self.cfg.n_layer) if residual else 1.0)
+        return std * self.cfg.init_gain if self.cfg.init == "scaled" else std
 
     def _fan_in_matched_gain(self) -> float:
-        """ffn_init=matched under init=fan_in: the factor that gives this FFN the output variance at init of the GPT-2
-        FFN (MATCHED_REFERENCE) initialised the same way. The pre-activations are N(0, 1) (a unit-RMS LayerNorm
-        output times weights of variance 1/d_model): matched_output_gain's init_std·√d_model = 1. Its output
+        """ffn_init=matched under init=fan_in or scaled: the factor that gives this FFN the output variance at init of
+        the GPT-2 FFN (MATCHED_REFERENCE) initialised the same way. The pre-activations are N(0, g²) (a unit-RMS
+        LayerNorm output times weights of variance g²/d_model): matched_output_gain's init_std·√d_model = g. Its output
         variance d_ff·E[h²]·std(w_down)² assumes a std(w_down) common to both FFNs; here std(w_down)² ∝ 1/d_ff,
         so the ratio of the two d_ff it divides by comes back in: the gain is √(E_ref[h²] / E[h²])."""
         d, spec = self.cfg.d_model, self.cfg.ffn
-        gain = matched_output_gain(spec, d, 1 / math.sqrt(d))
+        g = self.cfg.init_gain if self.cfg.init == "scaled" else 1.0  # pre-activations N(0, g²)
+        gain = matched_output_gain(spec, d, g / math.sqrt(d))
         return gain * math.sqrt(size_ffn(spec, d).d_ff / size_ffn(MATCHED_REFERENCE, d).d_ff)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, z_loss: float = 0.0,

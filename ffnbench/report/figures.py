@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ffnbench.claims import Run, describe_setting, group_by, stat_of, summary_of
 from ffnbench.claims.lr_protocol import best_lr, median_losses
+from ffnbench.claims.runs import init_name
 from ffnbench.report.comparisons import mean_of, primary_runs, variant_order
 from ffnbench.report.instabilities import kinds_of
 from ffnbench.report.lrgrid import families, figure_name, grid_lrs, plotted
@@ -212,7 +213,7 @@ def _short(setting) -> str:
     """A setting in a legend's few words: layers, tokens per parameter, init (and d_model where it is not 64)."""
     s = dict(setting)
     words = [f"{s.get('model.n_layer')}L", f"{s.get('trainer.tokens_per_param') or 0:g} tok/p",
-             str(s.get("model.init") or "gpt2")]
+             init_name(setting)]
     if s.get("model.d_model") not in (None, 64):
         words.insert(0, f"d{s.get('model.d_model')}")
     return " ".join(words)

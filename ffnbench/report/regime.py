@@ -16,7 +16,7 @@ from ffnbench.claims.bias import bias_free_key
 from ffnbench.claims.claim import Observations
 from ffnbench.claims.pairing import FRESH_SEEDS, Comparison, act_is, compare_sides, matched_key
 from ffnbench.claims.robust import nested, pairs_check
-from ffnbench.claims.runs import Run, Setting
+from ffnbench.claims.runs import Run, Setting, init_name
 
 # (a, b): the difference loss(b) − loss(a), which the textbooks say is positive (b is the worse FFN): C4, C3, C13
 # and C8 (swish beats relu); and C7's loss(gelu without biases) − loss(gelu with them), which they say is about 0
@@ -45,7 +45,7 @@ class Cell:
     def label(self) -> str:
         s = dict(self.setting)
         words = [f"{s.get('model.name')} (d {s.get('model.d_model')}, {s.get('model.n_layer')} layers)",
-                 f"{s.get('trainer.tokens_per_param') or 0:g} tok/param", f"{s.get('model.init') or 'gpt2'} init"]
+                 f"{s.get('trainer.tokens_per_param') or 0:g} tok/param", f"{init_name(self.setting)} init"]
         if s.get("model.qk_norm") or s.get("optim.z_loss"):
             words.append(f"qk-norm, z-loss {s.get('optim.z_loss') or 0:g}")
         return ", ".join(words)
@@ -81,7 +81,7 @@ def _regime(runs: tuple[Run, ...]) -> tuple[list[Cell], dict[tuple[Cell, tuple[s
                 found[(Cell(c.key.setting), (a, b))] = nested(c) or c
     cells = sorted({cell for cell, _ in found}, key=lambda cl: (
         bool(cl.factor("model.qk_norm")), cl.factor("model.d_model") or 0, cl.factor("trainer.tokens_per_param") or 0,
-        str(cl.factor("model.init")), cl.factor("model.n_layer") or 0, cl.label))  # a total order: sets are unordered
+        init_name(cl.setting), cl.factor("model.n_layer") or 0, cl.label))  # a total order: sets are unordered
     base = Cell(Observations.of(runs).base_setting)  # where the verdicts are decided: first
     return ([base] if base in cells else []) + [cl for cl in cells if cl != base], found
 

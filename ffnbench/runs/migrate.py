@@ -17,10 +17,11 @@ from ffnbench.placement import PRECISION_ALIASES
 
 # The keys a config gained over time, and what a config without one meant: a run before lr tuning was not a tuning
 # run, one before trainer.deterministic was not deterministic, one before model.init, model.ffn_init, model.qk_norm
-# and optim.z_loss had GPT-2's init, no QK-norm and no z-loss, and one before ffn.max_mismatch had train.yaml's 0.02.
+# and optim.z_loss had GPT-2's init, no QK-norm and no z-loss, one before ffn.max_mismatch had train.yaml's 0.02, and
+# one before model.init_gain had no gain (1.0: every init but `scaled` takes only that).
 CONFIG_DEFAULTS: dict[str, Any] = {"tuning": False, "trainer.deterministic": False, "model.init": "gpt2",
                                    "model.ffn_init": "gpt2", "model.qk_norm": False, "optim.z_loss": 0.0,
-                                   "ffn.max_mismatch": 0.02}
+                                   "ffn.max_mismatch": 0.02, "model.init_gain": 1.0}
 # A config that does not store its device resolved (`auto`, or no key) trained on a CPU: the only device ffnbench
 # used until the device and precision were stored as resolved.
 UNRESOLVED_ACCELERATOR = "cpu"

@@ -188,6 +188,36 @@ def test_fan_in_init_is_identical_outside_the_ffn_across_variants_and_seeded_lik
     assert not torch.equal(c.wte.weight, b.wte.weight)
 
 
+@pytest.mark.parametrize("act", ["relu", "swiglu"])
+def test_scaled_init_at_gain_1_is_fan_in_bit_for_bit(act):
+    fan_in = GPT(wide(FFNSpec(act, budget=4), init="fan_in"), seed=5)
+    scaled = dict(GPT(wide(FFNSpec(act, budget=4), init="scaled", init_gain=1.0), seed=5).named_parameters())
+    for name, p in fan_in.named_parameters():
+        assert torch.equal(p, scaled[name]), name
+
+
+def test_scaled_init_multiplies_every_matrix_of_fan_in_by_its_gain():
+    fan_in = GPT(wide(FFNSpec("gelu", width=4, bias=True), init="fan_in"), seed=3)
+    scaled = dict(GPT(wide(FFNSpec("gelu", width=4, bias=True), init="scaled", init_gain=0.55), seed=3)
+                  .named_parameters())
+    for name, p in fan_in.named_parameters():
+        expected = p * 0.55 if p.ndim == 2 else p  # biases 0 and LayerNorm gains 1 either way
+        torch.testing.assert_close(scaled[name], expected, rtol=1e-6, atol=0)  # the product rounds apart
+
+
+@pytest.mark.parametrize("gain", [0.32, 0.55, 1.0])
+def test_scaled_init_starts_the_ffn_pre_activations_at_std_gain_whatever_the_width(gain):
+    """The FFN's input is a unit-RMS LayerNorm output, so N(0, g²/d_model) input weights give pre-activations of
+    std ≈ g at d_model 64 and 256 alike (GPT-2's fixed 0.02 gives 0.02·√d_model: 0.16 and 0.32)."""
+    for d_model in (64, 256):
+        cfg = ModelConfig(vocab_size=256, seq_len=64, d_model=d_model, n_layer=2, n_head=4,
+                          ffn=FFNSpec("gelu", width=4), init="scaled", init_gain=gain)
+        model = GPT(cfg, seed=0)
+        with torch.no_grad():
+            pre = model.blocks[0].ffn.w_up(model.blocks[0].ln_ffn(torch.randn(8, 64, d_model)))
+        assert pre.std().item() == pytest.approx(gain, rel=0.05), d_model
+
+
 def test_matched_ffn_init_under_fan_in_equalises_ffn_output_scale():
     """ffn_init=matched is relative to the GPT-2 FFN initialised like the rest: under init=fan_in, every variant
     starts at the output scale of the 4·d GELU FFN with fan-in init. std(w_down) ∝ 1/√d_ff is not common to the
@@ -205,7 +235,11 @@ def test_matched_ffn_init_under_fan_in_equalises_ffn_output_scale():
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"init": "xavier"}, "model.init: expected gpt2 or fan_in, got 'xavier'"),
+    ({"init": "xavier"}, "model.init: expected gpt2, fan_in or scaled, got 'xavier'"),
+    ({"init": "scaled", "init_gain": 0}, "model.init_gain: must be a positive number, got 0"),
+    ({"init": "scaled", "init_gain": float("nan")}, "model.init_gain: must be a positive number, got nan"),
+    ({"init": "scaled", "init_gain": "0.5"}, "model.init_gain: must be a positive number, got '0.5'"),
+    ({"init": "fan_in", "init_gain": 0.55}, "model.init_gain: 0.55 scales only model.init=scaled (got init=fan_in)"),
     ({"qk_norm": "yes"}, "model.qk_norm: expected true or false, got 'yes'"),
     ({"qk_norm": True, "n_head": 16}, "model.qk_norm: heads of d_model/n_head = 32/16 = 2 dimensions"),
     ({"qk_norm": True, "d_model": 24, "n_head": 8}, "model.qk_norm: heads of d_model/n_head = 24/8 = 3 dimensions"),

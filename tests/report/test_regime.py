@@ -122,3 +122,17 @@ def test_a_side_judged_at_its_neighbours_shows_every_pair_of_judged_lrs():
     section = "\n".join(regime_section(mark_neighbours(runs_of(base, fan_in, near))))
     assert "fan_in init, loss(relu) − loss(gelu): lr-robust across the judged lrs" in section
     assert "gelu 0.004 / relu 0.00283: +0.10" in section
+
+
+def test_an_init_gain_is_a_cell_of_its_own_and_its_measured_std_reads_the_gain():
+    """model.init=scaled with model.init_gain=g starts the FFN pre-activations at std ≈ g (model.GPT): the regime
+    table measures 0.55 ± 0.05 for g = 0.55, and the cells at two gains are two cells, each labelled with its gain."""
+    gain = {"model.init": "scaled", "model.init_gain": 0.55}
+    runs = runs_of(cell(3.10, 3.00, relu=3.20), cell(3.00, 3.10, relu=2.95, config=gain),
+                   cell(3.05, 3.00, config={"model.init": "scaled", "model.init_gain": 0.32}))
+    labels = [c.label for c in regime(runs)[0]]
+    assert sum("scaled 0.55 init" in x for x in labels) == 1 and sum("scaled 0.32 init" in x for x in labels) == 1
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1]
+            for line in regime_section(runs) if "tok/param" in line}
+    assert abs(float(next(v for k, v in rows.items() if "scaled 0.55" in k)) - 0.55) <= 0.05
+    assert abs(float(next(v for k, v in rows.items() if "scaled 0.32" in k)) - 0.32) <= 0.05
