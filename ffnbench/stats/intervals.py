@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import special
 from scipy import stats as st
 
 CONFIDENCE = 0.95
@@ -85,7 +86,9 @@ def summarize_fraction(values: Iterable[float], seed: int = 0) -> Summary:
     n = len(z)
     se = float(z.std(ddof=1)) / math.sqrt(n)
     t = np.random.default_rng(seed).standard_t(n - 1, FRACTION_DRAWS)
-    draws = np.sort(1 / (1 + np.exp(-(float(z.mean()) + se * t))))
+    # expit is the logistic 1 / (1 + e^-x) evaluated without forming e^-x for very negative x: with one or two
+    # degrees of freedom the t draws reach logits far beyond -709, where exp overflows
+    draws = np.sort(special.expit(float(z.mean()) + se * t))
     low, high = np.quantile(draws, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2], method="inverted_cdf")
     return FractionSummary(n, plain.mean, plain.std, float(low), float(high), tuple(draws.tolist()))
 

@@ -123,3 +123,30 @@ def test_a_fraction_interval_stays_inside_zero_one_and_a_t_interval_does_not():
     assert 0 < f.ci_low < f.mean < f.ci_high < 1 and len(f.boot) > 1000
     assert summarize_fraction([0.5, 0.5]).ci_low == summarize([0.5, 0.5]).ci_low  # no spread: as summarize
     assert summarize_fraction([0.3]).ci_low is None
+
+
+@pytest.mark.parametrize("values", [[0.0, 1.0], [0.0, 0.5], [0.0, 1.0, 0.0]])
+def test_a_fraction_interval_from_seeds_at_both_ends_is_built_without_an_overflow(values):
+    """Seeds at 0 and 1 put the logits ±9.2 apart; with one or two degrees of freedom the t draws reach logits
+    beyond −709, where exp(−x) overflows. Every report printed numpy's overflow warning from it: the logistic is
+    computed stably, and each draw is still 1 / (1 + e^−x) (to rounding) wherever that is finite."""
+    import warnings
+
+    import numpy as np
+
+    from ffnbench.stats.intervals import FRACTION_DRAWS, FRACTION_EPS, summarize_fraction
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f = summarize_fraction(values)
+    draws = np.asarray(f.boot)
+    assert len(draws) == FRACTION_DRAWS and np.all((draws >= 0) & (draws <= 1))
+    assert np.all(np.diff(draws) >= 0)  # sorted: the verdicts read p-values off them
+    z = np.log(np.clip(values, FRACTION_EPS, 1 - FRACTION_EPS) / (1 - np.clip(values, FRACTION_EPS, 1 - FRACTION_EPS)))
+    t = np.random.default_rng(0).standard_t(len(values) - 1, FRACTION_DRAWS)
+    x = np.sort(z.mean() + z.std(ddof=1) / math.sqrt(len(values)) * t)
+    assert x[0] < -709  # the input does reach the region where the plain formula overflows
+    with np.errstate(over="ignore"):
+        plain = 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(draws, plain, rtol=1e-12, atol=1e-300)  # below e^-709: 0 or denormal
+    assert 0 <= f.ci_low < f.mean < f.ci_high <= 1
