@@ -4,10 +4,14 @@ that must pass before any of them is gathered."""
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import math
+import queue
+import threading
 import warnings
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -127,32 +131,56 @@ class TrainBatches(torch.utils.data.IterableDataset):
             i = end
 
 
+# The producer threads of the streams still open: stopped and joined at interpreter exit (_stop_producers).
+_PRODUCERS: set[tuple[threading.Event, threading.Thread]] = set()
+
+
+@atexit.register
+def _stop_producers() -> None:
+    """At interpreter exit, stop every producer thread and wait for it. A daemon thread still running when the
+    interpreter finalizes is killed where it next takes the GIL: inside torch's C++ code (building a batch), that
+    unwinds through frames that cannot unwind and aborts the process ("terminate called without an active exception",
+    exit 134). atexit callbacks run before daemon threads are killed; a producer finishes the item it is building and
+    returns (within that item's time plus one put timeout)."""
+    open_ = list(_PRODUCERS)
+    for stop, _ in open_:
+        stop.set()
+    for _, thread in open_:
+        thread.join(timeout=60)
+
+
 def _prefetched(items: Iterator, depth: int = 1) -> Iterator:
     """`items`, produced on a background thread up to `depth` ahead of the consumer. The thread stops when the
-    consumer drops or closes this iterator (the end of a run): it never outlives the stream by more than a put."""
-    import queue
-    import threading
-
+    consumer drops or closes this iterator (the end of a run), or when the interpreter exits with it still open
+    (_stop_producers): it never outlives the stream by more than a put."""
     ready: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
     failed: list[BaseException] = []
 
+    def offer(item: Any) -> bool:
+        """Put `item` in the queue once there is room; False when the stream was stopped first."""
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for item in items:
-                while not stop.is_set():
-                    try:
-                        ready.put(item, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
+                if not offer(item):
                     return
         except BaseException as e:  # handed to the consumer, raised where it asks for the next item
             failed.append(e)
-            ready.put(None)
+            offer(None)
+        finally:
+            _PRODUCERS.discard(entry)
 
     thread = threading.Thread(target=produce, name="ffnbench-prefetch", daemon=True)
+    entry = (stop, thread)
+    _PRODUCERS.add(entry)
     thread.start()
     try:
         while True:

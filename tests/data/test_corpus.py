@@ -182,6 +182,30 @@ def test_a_gpu_run_builds_its_next_batch_on_a_thread_and_gets_the_same_batches(s
     assert not any(t.name == "ffnbench-prefetch" for t in threading.enumerate())
 
 
+# A prefetching stream left open while the process exits, its thread busy building the next item (batches of 1,024
+# windows, 8 steps each: a tenth of a second of torch work): a daemon thread killed inside torch's C++ code aborts the
+# process ("terminate called without an active exception", exit 134), as it did every time before the exit hook.
+EXIT_WITH_A_STREAM_OPEN = """
+import numpy as np
+from ffnbench.data.batches import TokenWindows, TrainBatches
+
+tokens = np.random.default_rng(0).integers(0, 256, 200_000).astype(np.uint16)
+stream = iter(TrainBatches(TokenWindows(tokens, 256), seed=0, batch_size=1024, group=8, prefetch=True))
+next(stream)
+print("exiting with the stream open", flush=True)
+"""
+
+
+def test_a_process_that_exits_with_a_prefetching_stream_open_exits_cleanly():
+    import subprocess
+    import sys
+
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", EXIT_WITH_A_STREAM_OPEN], capture_output=True, text=True,
+                             timeout=120)
+        assert (out.returncode, out.stdout, out.stderr) == (0, "exiting with the stream open\n", "")
+
+
 class TinyLM(L.LightningModule):
     """Just enough of a model to consume the batches; it records the first tokens of each training batch."""
 
