@@ -1,6 +1,8 @@
 """FFN registry: forward against the formula written out, exact sizing and parameter counts, bad input."""
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -54,17 +56,41 @@ def test_every_variants_nonlinearity_matches_its_reference_over_every_regime(act
     torch.testing.assert_close(ffn.activation(REGIMES), REFERENCE[act](REGIMES), rtol=1e-12, atol=1e-12)
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def readme_variant_rows(text: str) -> dict[str, int]:
+    """README's variant table ("## The FFN variants": | `name` (`alias`) | activation | matrices |) as {name or
+    alias: matrices}."""
+    section = text.split("## The FFN variants", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 3:
+            for name in re.findall(r"`([^`]+)`", cells[0]):
+                rows[name] = int(cells[2])
+    return rows
+
+
 @pytest.mark.parametrize("act", sorted(REFERENCE))
 def test_every_variant_has_its_config_and_a_readme_row(act):
     """A registry variant without conf/ffn/<act>.yaml cannot be selected (`ffn=<act>`: "Could not find"); one
-    without a row in README's variant table is undocumented."""
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    conf = root / "conf" / "ffn" / f"{act}.yaml"
-    assert conf.is_file(), f"{conf.relative_to(root)} is missing: `ffn={act}` cannot be selected"
+    without a row in README's variant table is undocumented, and a row with the wrong number of matrices (3 for a
+    gated FFN, 2 otherwise) misdocuments it."""
+    conf = ROOT / "conf" / "ffn" / f"{act}.yaml"
+    assert conf.is_file(), f"{conf.relative_to(ROOT)} is missing: `ffn={act}` cannot be selected"
     assert f"act: {act}" in conf.read_text()
+    rows = readme_variant_rows((ROOT / "README.md").read_text())
+    assert act in rows, f"README.md's variant table has no row for `{act}`"
+    assert rows[act] == (3 if act in GATED else 2), f"README.md: `{act}` has {rows[act]} matrices in its row"
 
+
+def test_the_readme_row_check_reads_the_table():
+    """The parser finds every row and alias of the real table, and a table without a variant's row lacks it."""
+    text = (ROOT / "README.md").read_text()
+    rows = readme_variant_rows(text)
+    assert set(rows) == set(REFERENCE) | {"silu"} and rows["silu"] == rows["swish"] == 2
+    assert "geglu" not in readme_variant_rows(re.sub(r"^\| `geglu` .*\n", "", text, flags=re.M))
 
 
 @pytest.mark.parametrize("act", sorted(REFERENCE))
