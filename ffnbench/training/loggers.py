@@ -50,8 +50,10 @@ def quiet_lightning() -> None:
     for name in ("lightning.pytorch", "lightning.fabric", "lightning.pytorch.utilities.rank_zero"):
         logging.getLogger(name).addFilter(_QuietLightning())
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
-    # Validation metrics are all-reduced by the module itself (module.py), so Lightning's advice does not apply.
-    warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('(val|ffn)/")
+    # Every metric the module logs through self.log is a validation record's (LMModule._log_validation: its step and
+    # tokens, val/*, ffn/*), all-reduced by the module itself before it is logged on rank 0, so Lightning's advice to
+    # sync them, printed once per metric under DDP, does not apply.
+    warnings.filterwarnings("ignore", message=r"It is recommended to use `self.log\('(val/|ffn/|step'|tokens')")
 
 
 class _RunCSVWriter(ExperimentWriter):

@@ -40,28 +40,22 @@ def _gather_in_rank_order(local: torch.Tensor) -> torch.Tensor:
     return torch.cat([p[:int(n.item())] for p, n in zip(parts, sizes, strict=True)]).cpu()
 
 
-def _nonfinite_ranks(value: float, device: torch.device) -> int:
-    """How many ranks read a non-finite training loss at this logging step: every rank must stop at the same step
-    (one that returned before its backward would leave the others waiting in the gradient all-reduce forever). One
-    all-reduce of one number per logging step under DDP; none in a single process."""
-    bad = 0 if math.isfinite(value) else 1
-    if not _distributed():
-        return bad
-    flag = torch.tensor([float(bad)], device=device)
-    dist.all_reduce(flag)
-    return int(flag.item())
+def _reduced_loss(loss: torch.Tensor) -> torch.Tensor:
+    """[the training loss averaged over the ranks, how many ranks' loss is not finite], on the device: one all-reduce
+    of two numbers under DDP (it queues like any kernel), none in a single process. Each rank's loss is the mean over
+    its equal share of the global batch, so their mean is the global batch's loss: what a single process logs for the
+    same batch, so the logged curve, and the spikes read off it, do not depend on the device count. Every rank reads
+    the same sum, so every rank stops at the same step on a non-finite loss (one that returned before its backward
+    would leave the others waiting in the gradient all-reduce forever)."""
+    local = loss.detach().float().reshape(1)
+    both = torch.cat([local, (~torch.isfinite(local)).float()])
+    if _distributed():
+        dist.all_reduce(both)
+        both[0] /= dist.get_world_size()
+    return both
 
 
 NONFINITE = "_nonfinite_ranks"  # a deferred row's count of ranks whose loss was not finite: read, not logged
-
-
-def _nonfinite_flag(loss: torch.Tensor) -> torch.Tensor:
-    """On the device, how many ranks' loss is not finite (one all-reduce under DDP, which queues like any kernel):
-    read with the row a batch later, the same count on every rank."""
-    flag = (~torch.isfinite(loss.detach())).to(torch.float32)
-    if _distributed():
-        dist.all_reduce(flag)
-    return flag
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
@@ -182,25 +176,25 @@ class LMModule(L.LightningModule):
         wait for the device here). Returns whether the run diverged (read now, and not finite on some rank)."""
         self._row_step = step
         tokens = (step + 1) * self.tokens_per_step
+        reduced = _reduced_loss(loss)
         if self._defer:
-            self.log_step({"train/loss": loss.detach().float(), "tokens": tokens, NONFINITE: _nonfinite_flag(loss)})
+            self.log_step({"train/loss": reduced[0], "tokens": tokens, NONFINITE: reduced[1]})
             return False
-        value = loss.detach().float().item()  # the one host read of a logging window
-        if self._record_loss(step, value, _nonfinite_ranks(value, loss.device)):
+        value, bad = reduced.tolist()  # the one host read of a logging window
+        if self._record_loss(step, value, int(bad)):
             return True
         self.log_step({"train/loss": value, "tokens": tokens})
         return False
 
     def _record_loss(self, step: int, value: float, bad_ranks: int) -> bool:
-        """Keep a logging step's training loss (last_train_loss, train_history); stop the run if it is not finite on
-        some rank (`bad_ranks` of them). Returns whether the run diverged."""
+        """Keep a logging step's training loss (`value`: the mean over the ranks; last_train_loss, train_history); stop
+        the run if it is not finite on some rank (`bad_ranks` of them). Returns whether the run diverged."""
         if not self.train_history or self.train_history[-1][0] < step:  # a checkpoint may have read it already
             self.last_train_loss = value  # also what the progress bar shows (callbacks.StepProgressBar)
             self.train_history.append((step, value))
         if bad_ranks:
-            where = "" if not _distributed() else f" on {bad_ranks} of {dist.get_world_size()} ranks"
-            self._diverge(f"training loss became {value if not math.isfinite(value) else 'non-finite'}"
-                          f"{where} at step {step}")
+            what = f"non-finite on {bad_ranks} of {dist.get_world_size()} ranks" if _distributed() else value
+            self._diverge(f"training loss became {what} at step {step}")
         return bool(bad_ranks)
 
     def on_train_batch_end(self, outputs, batch, batch_idx) -> None:

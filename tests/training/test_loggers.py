@@ -224,3 +224,23 @@ def test_the_wandb_logger_does_not_pass_the_anonymous_setting_nobody_gave(tmp_pa
                                     save_dir=str(tmp_path))
     assert "anonymous" not in logger._wandb_init
     assert logger._wandb_init["project"] == "p"
+
+
+def test_lightnings_sync_dist_advice_is_left_out_for_every_metric_the_module_logs():
+    """Under DDP Lightning advises sync_dist=True once for each metric logged at epoch level; the module's (a
+    validation record's step, tokens, val/*, ffn/*) are all-reduced before they are logged, so the advice is noise.
+    The message as Lightning builds it (logger_connector/result.py); any other warning still shows."""
+    import warnings
+
+    from lightning.pytorch.utilities.rank_zero import WarningCache
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        loggers.quiet_lightning.__wrapped__()  # the filters, in this test's warnings context
+        cache = WarningCache()
+        for name in ("step", "tokens", "val/loss", "val/final_bpb", "ffn/zero_frac", "ffn/layer1/dead_frac"):
+            cache.warn(f"It is recommended to use `self.log({name!r}, ..., sync_dist=True)` when logging on epoch "
+                       "level in distributed setting to accumulate the metric across devices.")
+        cache.warn("It is recommended to use `self.log('train/other', ..., sync_dist=True)` when logging on epoch "
+                   "level in distributed setting to accumulate the metric across devices.")
+    assert [str(w.message).split("`")[1] for w in seen] == ["self.log('train/other', ..., sync_dist=True)"]
