@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ffnbench.claims.robust as robust
+from ffnbench.claims.band import in_band
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval, fmt_mean_std
 from ffnbench.claims.pairing import (
@@ -22,7 +23,7 @@ from ffnbench.stats.intervals import Paired, one_sample
 from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_better
 
 
-def comparison_claim(obs: Observations, a: str, b: str, what: str) -> tuple[Evidence, Comparison | None]:
+def comparison_claim(obs: Observations, a: str, b: str, what: str, claim: str) -> tuple[Evidence, Comparison | None]:
     """The shared shape of "a beats b" claims: every matched comparison of b − a, the primary one deciding
     (rule: supported if its 95% CI lies above 0, contradicted if below 0, after the budget-match check and
     the divergence rule of pairing.Comparison); each comparison's lr protocol and sign along the curve are
@@ -32,7 +33,7 @@ def comparison_claim(obs: Observations, a: str, b: str, what: str) -> tuple[Evid
     ev = Evidence()
     if best is None:
         return ev, None
-    checked = robust.check(best, comps, robust.verdict_rule(), what)
+    checked = robust.check(best, comps, robust.beats_rule(claim), what)
     ev.parts.append((what, checked.verdict))
     ev.add_unchecked(checked.missing)
     ev.effect = f"{what} = {fmt_interval(checked.deciding.diff)}" + (f" [{', '.join(checked.labels)}]"
@@ -70,7 +71,7 @@ def init_sensitivity(comps: list[Comparison], best: Comparison, what: str) -> li
 
 
 def c3(obs: Observations) -> Evidence:
-    return comparison_claim(obs, "swiglu", "gelu", "loss(gelu) − loss(swiglu)")[0]
+    return comparison_claim(obs, "swiglu", "gelu", "loss(gelu) − loss(swiglu)", "C3")[0]
 
 
 def _stability(obs: Observations, key: PairKey, acts: tuple[str, ...]) -> tuple[list[str], dict[str, tuple[int, int]]]:
@@ -100,7 +101,7 @@ def _stability(obs: Observations, key: PairKey, acts: tuple[str, ...]) -> tuple[
 
 
 def c4(obs: Observations) -> Evidence:
-    ev, best = comparison_claim(obs, "gelu", "relu", "loss(relu) − loss(gelu)")
+    ev, best = comparison_claim(obs, "gelu", "relu", "loss(relu) − loss(gelu)", "C4")
     if best is None:
         return ev
     lrs = {act: {r.lr for r in obs.with_tuning if r.act == act and matched_key(r) == best.key}
@@ -126,7 +127,7 @@ def c8(obs: Observations) -> Evidence:
     for depth in depths:
         at_depth = [c for c in comps if c.key.factor("model.n_layer") == depth]
         best = primary(at_depth, _at_depth(obs.base_setting, depth))
-        checked = robust.check(best, at_depth, robust.verdict_rule(), f"{what} at {depth} layers")
+        checked = robust.check(best, at_depth, robust.beats_rule("C8"), f"{what} at {depth} layers")
         ev.parts.append((f"swish beats relu at {depth} layers", checked.verdict))
         ev.add_unchecked(checked.missing)
         robustness.append(f"- {depth} layers: {checked.summary()} (deciding comparison, {best.where})")
@@ -156,7 +157,7 @@ def c8(obs: Observations) -> Evidence:
     def where(pair: tuple[Comparison, Comparison]) -> str:
         return pair[0].key.describe().replace(f"{depths[0]} layers", f"{depths[0]} and {depths[-1]} layers")
 
-    cells = {factor: [(where(others[k]), _interaction(*others[k])[1]) for k in keys]
+    cells = {factor: [(where(others[k]), _interaction(*others[k])[1], in_band(k.setting)) for k in keys]
              for factor, keys in robust.other_cells(rest, others).items()}
     lr_cell = _interaction_lr_cell(shallow, deep, interaction, v)
     if lr_cell is not None:
@@ -241,7 +242,7 @@ def _depth_pair(comps: list[Comparison], shallow: int, deep: int,
 def c13(obs: Observations) -> Evidence:
     ev = Evidence()
     for other in ("gelu", "swiglu"):
-        part, best = comparison_claim(obs, other, "linear", f"loss(linear) − loss({other})")
+        part, best = comparison_claim(obs, other, "linear", f"loss(linear) − loss({other})", "C13")
         ev.parts += [(f"linear worse than {other}", v) for _, v in part.parts] or \
             [(f"linear worse than {other}", Verdict(INCONCLUSIVE, f"no linear and {other} runs at a matched budget"))]
         ev.details += part.details

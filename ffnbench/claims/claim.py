@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from ffnbench.claims.band import centre_distance
 from ffnbench.claims.runs import Run, Setting, is_reference
 from ffnbench.stats.multiplicity import combine, holm
 from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, ONE_SEED, Verdict
@@ -48,13 +49,16 @@ class Observations:
 
     @cached_property
     def base_setting(self) -> Setting | None:
-        """The sweep's most common reference setting (runs.is_reference) among usable runs: where a claim's deciding
-        comparison is taken (pairing.primary)."""
+        """Where a claim's deciding comparison is taken (pairing.primary): among the reference settings of usable
+        runs (runs.is_reference: in the practice band), the init nearest the band's centre (claims.band.centre_distance:
+        pre-registered, not the arm with most runs), then the most common, a tie going to the shorter training (the
+        longer one is the length check's, claims.robust). With no setting in the band, the most common of all (its
+        verdicts then say so)."""
         counts = Counter(r.setting for r in self.runs if r.usable)
-        reference = Counter({s: n for s, n in counts.items() if is_reference(s)}) or counts
-        # a tie goes to the shorter training: the longer one is the length check's (claims.robust)
-        return min(reference, key=lambda s: (-reference[s], dict(s).get("trainer.tokens_per_param") or 0, str(s))) \
-            if reference else None
+        reference = Counter({s: n for s, n in counts.items() if is_reference(s)})
+        pool = reference or counts
+        return min(pool, key=lambda s: (centre_distance(s) if reference else 0.0, -pool[s],
+                                        dict(s).get("trainer.tokens_per_param") or 0, str(s))) if pool else None
 
 
 @dataclass

@@ -1,73 +1,71 @@
-"""Whether a deciding comparison's verdict survives the nuisance choices a reviewer would vary (DESIGN §9):
+"""Whether a deciding comparison's verdict survives the nuisance choices a reviewer would vary (DESIGN §9,
+docs/claims.md "the rules every trained comparison shares"):
 
-- **lr**: a best-vs-best difference (each side at its tuned lr, judged on fresh seeds) is *lr-robust* only if its
-  sign holds at every pair of judged lrs where both sides were also judged at their chosen lr's neighbours; else
-  if the paired shared-lr differences on the tuning seeds, at both sides' chosen lrs, have its sign (and, where one
-  side alone has neighbour runs, so does every pair of judged lrs). Otherwise the gap is (partly) which lr each
-  side got, and the verdict is *inconclusive (lr-dependent)*.
-- **bracketing**: a side whose chosen lr sits at an edge of the lrs its tuning runs tried is named *optimum not
-  bracketed* (a better lr may lie beyond: its verdict is kept, and the label says so).
-- **init**: the same comparison under the other init convention (model.init), with its own lr protocol. A decided
-  verdict stands only if every init gives the same decided verdict; otherwise *inconclusive (init-dependent)*.
-- **training length**: the same comparison at 4× the tokens (trainer.tokens_per_param). An effect that shrinks by
-  more than half from 1× to 4× is *early-training*; one that changes sign makes the verdict *inconclusive
-  (early-training)*.
-- **size**: the same comparison at another d_model, where the sweep ran one: a decided verdict stands only if it
-  gives the same verdict; otherwise *inconclusive (size-dependent)*.
-- **stability options** (qk-norm and z-loss): shown beside it; they do not decide.
+- **the practice band** (claims.band): the deciding comparison is taken in a setting whose init lies in the band;
+  a comparison under an init outside it is a sensitivity check, shown with its label ("reverses at init std 0.16,
+  outside practice") and never changing the verdict. With no setting in the band, the verdict is inconclusive.
+- **lr, counted once**: where both sides were also judged at their chosen lr's neighbours, the nested interval
+  (the lr choice re-made on resampled tuning seeds) decides; b − a at every pair of judged lrs is shown, and a pair
+  on the other side of the rule's threshold labels it *lr-sensitive*, not a veto. Without neighbour runs, the
+  paired shared-lr differences on the tuning seeds at both chosen lrs must keep its side (else *inconclusive
+  (lr-dependent)*).
+- **init**: the same comparison under every other in-band init, with its own lr protocol, must give the same
+  verdict (else *inconclusive (init-dependent)*); with one in-band init only, init is unchecked.
+- **training length**: at 4× the tokens the same verdict (else *inconclusive (early-training)*); an effect that
+  shrinks by more than half is labelled early-training.
+- **size**: where the sweep ran the comparison at another d_model, the same verdict (else *inconclusive
+  (size-dependent)*), compared at matched training tokens where such runs exist (labelled so, or "size confounded
+  with tokens").
+- **bracketing**, **reduced grid**, **plateau-edge**: labels; the qk-norm/z-loss arm is shown.
 
-Each check says whether it could be made: a label that could not be checked for lack of runs is listed as such."""
+A factor no run varied is unchecked, and a claim with an unchecked factor is not decided (claim.evaluate_claim).
+`judge` decides one comparison; `check` applies it to the deciding comparison and to each cell that varies one
+factor; `cell_check` does the same for a part read off one setting (C5, C6)."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ffnbench.claims.band import in_band, outside, preactivation_std
 from ffnbench.claims.formatting import fmt_interval
-from ffnbench.claims.lr_protocol import ROBUST_MIN_LRS, ROBUST_MIN_SEEDS, bracketing
-from ffnbench.claims.pairing import (
-    FRESH_SEEDS,
-    Comparison,
-    PairKey,
-    paired_difference,
-    shared_lr_differences,
-    window_losses,
-    without_factor,
+from ffnbench.claims.lr_checks import (  # noqa: F401  (nested, pairs_check, judged_pairs: the lr checks' API here too)
+    LR_DEPENDENT,
+    LR_ROBUST,
+    LR_SENSITIVE,
+    LR_TUNING_ONLY,
+    NATS,
+    Side,
+    Unit,
+    _sign,
+    both_neighbours,
+    judged_only,
+    judged_pairs,
+    lr_and_grid,
+    lr_check,
+    nested,
+    pairs_check,
 )
-from ffnbench.claims.runs import INIT_FACTORS, Run, init_name, outcomes_by_seed, run_by_seed
-from ffnbench.stats.bootstrap import hull, nested_lr_bootstrap
+from ffnbench.claims.margins import margin_nats
+from ffnbench.claims.pairing import Comparison, PairKey
+from ffnbench.claims.runs import INIT_FACTORS, init_name
 from ffnbench.stats.intervals import Paired
-from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_better
+from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_beats, verdict_better
 
-LR_ROBUST, LR_DEPENDENT = "lr-robust", "lr-dependent"
-LR_TUNING_ONLY = "lr checked on tuning seeds only"  # no neighbour runs: the sign test on the tuning seeds
-LR_ONE_SIDE = "lr checked on one side's judged neighbours"  # and on the tuning seeds, where they could check it
-PLATEAU_EDGE = "plateau-edge"
-REDUCED_GRID = "reduced grid"
 SIZE_ROBUST, SIZE_DEPENDENT = "size-robust", "size-dependent"
-NESTED = "nested bootstrap: tuning seeds resampled and each lr chosen again among its judged lrs, then judged seeds"
+TOKENS_CONFOUNDED = "size confounded with tokens"
 INIT_ROBUST, INIT_DEPENDENT = "init-robust", "init-dependent"
 LENGTH_ROBUST, EARLY = "length-robust", "early-training"
-NOT_BRACKETED = "optimum not bracketed"
+NO_BAND = "no setting in the practice band"
 LONGER = 4  # the length arm: this many times the deciding comparison's tokens per parameter
+MATCHED_TOKENS = 0.05  # two runs train matched tokens when their totals differ by at most this fraction
 DECIDED = (SUPPORTED, CONTRADICTED)
+# The factors a cell varies alone (against the deciding one): their setting keys
+FACTORS = {"init": INIT_FACTORS, "length": ("trainer.tokens_per_param",), "size": ("model.name", "model.d_model"),
+           "stable": ("model.qk_norm", "optim.z_loss")}
 
 Rule = Callable[[Comparison], Verdict]
-
-
-@dataclass(frozen=True)
-class Unit:
-    """The unit a rule reads its difference in, from a run's nats per token: `per_nat(run)` times its loss (C7's
-    bits per byte: each run's final_val_bpb / final_val_loss). The nested interval is built in it."""
-
-    name: str
-    per_nat: Callable[[Run], float]
-
-
-NATS = Unit("nats", lambda r: 1.0)
 
 
 @dataclass
@@ -95,214 +93,86 @@ class Robustness:
             text += f"; not checked: {', '.join(self.unchecked)}"
         return text
 
-
-def _sign(x: float | None) -> int:
-    return 0 if not x else int(math.copysign(1, x))
-
-
-def shared_lr(c: Comparison) -> dict[float, Paired]:
-    """b − a on the tuning seeds both sides finished, at each lr both tried (pairing.shared_lr_differences)."""
-    return shared_lr_differences(c.a_tuning, c.b_tuning)
+    def unrun(self, factor: str, why: str) -> None:
+        self.unchecked.append(f"{factor} ({why})")
+        self.missing.append(factor)
 
 
-Side = Callable[[float], int]  # a difference (nats) → the side of the rule's threshold it falls on: −1, 0 or +1
-
-
-def _lr_checkable(c: Comparison) -> bool:
-    """Whether `c` is best-vs-best on fresh seeds with a difference: what any check of its lr choice needs."""
-    return bool(c.best_lr) and c.protocol == FRESH_SEEDS and c.diff.mean is not None
-
-
-def lr_check(c: Comparison, side: Side | None = None) -> tuple[str | None, list[str]]:
-    """LR_ROBUST, LR_DEPENDENT or None (not checkable), and the lines that show it: the shared-lr differences at
-    both chosen lrs beside the best-vs-best one, and across the whole grid."""
-    if not _lr_checkable(c):
-        return None, []
-    lr_a, lr_b = c.a_runs[0].lr, c.b_runs[0].lr
-    shared = shared_lr(c)
-    at = [lr for lr in dict.fromkeys((lr_a, lr_b))]
-    missing = [lr for lr in at if lr not in shared]
-    grid = "; ".join(f"{lr:g}: {shared[lr].mean:+.3f}" for lr in shared)
-    lines = [f"  - shared-lr differences on the tuning seeds ({c.b} − {c.a}): {grid or 'none'}"]
-    if missing:
-        lines.append(f"  - lr-robust: not checked (no paired tuning runs at lr {', '.join(f'{x:g}' for x in missing)})")
-        return None, lines
-    side = side or _sign
-    agree = all(side(shared[lr].mean) == side(c.diff.mean) for lr in at)
-    label = LR_ROBUST if agree else LR_DEPENDENT
-    at_text = ", ".join(f"{shared[lr].mean:+.3f} at {lr:g}" for lr in at)
-    lines.append(f"  - {label}: best-vs-best {c.diff.mean:+.3f}; at the chosen lrs {at_text}"
-                 + ("" if agree else " — they fall on the other side of the rule's threshold: the gap depends on "
-                                     "which lr each side got"))
-    return label, lines
-
-
-def bracket_check(c: Comparison) -> list[str]:
-    """The sides of `c` whose chosen lr sits at an edge of their tuning grid."""
-    if not c.best_lr or c.protocol != FRESH_SEEDS:
-        return []
-    out = []
-    for name, tuning, judged in ((c.a, c.a_tuning, c.a_runs), (c.b, c.b_tuning, c.b_runs)):
-        note = bracketing(list(tuning), judged[0].lr) if tuning and judged else None
-        if note:
-            out.append(f"{name}: {note}")
-    return out
-
-
-def _partner(comps: list[Comparison], best: Comparison, factors: tuple[str, ...],
-             want: Callable[[Comparison], bool] = lambda c: True) -> Comparison | None:
-    """The comparison like `best` but for `factors` (one of them at least differing; `want` filters), at tuned
-    lrs as `best` is; the one with the most seeds when several."""
-    def rest(c: Comparison):
-        key = c.key
-        for f in factors:
-            key = without_factor(key, f)
-        return key
-
-    found = [c for c in comps if c is not best and c.best_lr == best.best_lr and c.protocol == best.protocol
-             and (best.best_lr or c.lr == best.lr) and rest(c) == rest(best)
-             and any(c.key.factor(f) != best.key.factor(f) for f in factors) and want(c)]
-    return max(found, key=lambda c: c.n) if found else None
-
-
-@functools.lru_cache(maxsize=1024)  # a Comparison is hashed by identity; check(), the regime and a figure ask alike
-def nested(c: Comparison, unit: Unit = NATS) -> Comparison | None:
-    """`c` with the interval that includes the lr choice (stats.bootstrap.nested_lr_bootstrap, widened to contain
-    the judged-only interval), in `unit`, where both sides were judged at a neighbour of their chosen lr too; None
-    otherwise (records without neighbour runs: the verdict keeps the judged seeds' interval, and the lr check falls
-    back to the tuning seeds). The lr is chosen again on the tuning runs' losses in nats, as the protocol chose it."""
-    if not c.best_lr or c.protocol != FRESH_SEEDS or not c.a_neighbours or not c.b_neighbours:
-        return None
-    if c.diff.mean is None:
-        return None
-
-    def tuning(runs) -> dict[float, dict[int, float]]:
-        out: dict[float, dict[int, float]] = {}
-        for lr in sorted({r.lr for r in runs}):
-            at = outcomes_by_seed(r for r in runs if r.lr == lr)
-            out[lr] = {s: (math.inf if r.diverged else r.loss) for s, r in at.items()}
-        return out
-
-    def judged(runs) -> dict[float, dict[int, list[float]]]:
-        out: dict[float, dict[int, list[float]]] = {}
-        for lr in sorted({r.lr for r in runs}):
-            for s, r in run_by_seed(x for x in runs if x.lr == lr).items():
-                w = window_losses(r)
-                out.setdefault(lr, {})[s] = list(w * unit.per_nat(r)) if w is not None else [r.loss * unit.per_nat(r)]
-        return out
-
-    chosen = (c.a_runs[0].lr, c.b_runs[0].lr)
-    paired = nested_lr_bootstrap(tuning(c.a_tuning), tuning(c.b_tuning), judged((*c.a_runs, *c.a_neighbours)),
-                                 judged((*c.b_runs, *c.b_neighbours)), chosen)
-    if paired is None:
-        return None
-    return dataclasses.replace(c, interval=(hull(paired, judged_only(c, unit)),
-                                            NESTED + ("" if unit is NATS else f", in {unit.name}")))
-
-
-def judged_only(c: Comparison, unit: Unit = NATS) -> Paired:
-    """b − a on the judged seeds at the chosen lrs alone, in `unit` (Comparison.diff where it has no interval of
-    its own)."""
-    return paired_difference(c.a_runs, c.b_runs, lambda r: None if r.loss is None else r.loss * unit.per_nat(r),
-                             lambda r: None if (w := window_losses(r)) is None else w * unit.per_nat(r))[0]
-
-
-def judged_lrs(c: Comparison) -> tuple[list[float], list[float]]:
-    """Each side's judged lrs: its chosen one and the neighbours it was judged at."""
-    return (sorted({r.lr for r in (*c.a_runs, *c.a_neighbours)}), sorted({r.lr for r in (*c.b_runs, *c.b_neighbours)}))
-
-
-def judged_pairs(c: Comparison) -> dict[tuple[float, float], Paired]:
-    """b − a on the judged seeds at each pair of judged lrs (a side's chosen lr and its neighbours) where both sides
-    finished some seed: (lr of a, lr of b) → the paired difference."""
-    lrs_a, lrs_b = judged_lrs(c)
-    runs_a, runs_b = (*c.a_runs, *c.a_neighbours), (*c.b_runs, *c.b_neighbours)
-    out = {}
-    for la in lrs_a:
-        for lb in lrs_b:
-            d, _ = paired_difference([r for r in runs_a if r.lr == la], [r for r in runs_b if r.lr == lb])
-            if d.mean is not None:
-                out[(la, lb)] = d
-    return out
-
-
-def pairs_check(c: Comparison, side: Side | None = None) -> tuple[str, list[str]]:
-    """LR_ROBUST when b − a on the judged seeds keeps the best-vs-best side of the threshold (`side`; the sign by
-    default) at every pair of judged lrs (each side's chosen lr and its neighbours: up to 3 × 3), else
-    LR_DEPENDENT; one line that shows every pair."""
-    side = side or _sign
-    cells, agree = [], True
-    for (la, lb), d in judged_pairs(c).items():
-        agree &= side(d.mean) == side(c.diff.mean)
-        cells.append(f"{c.a} {la:g} / {c.b} {lb:g}: {fmt_interval(d)}")
-    label = LR_ROBUST if agree else LR_DEPENDENT
-    return label, [f"  - {label} across the judged lrs ({c.b} − {c.a} on the judged seeds, each pair of a side's "
-                   f"chosen lr and its neighbours): " + "; ".join(cells)
-                   + ("" if agree else " — some pair falls on the other side of the rule's threshold")]
-
-
-def _lr_label(c: Comparison, side: Side) -> tuple[str | None, list[str]]:
-    """The lr check of `c`: across its judged lrs where both sides have neighbour runs, else on the tuning seeds.
-    Where one side alone was judged at its neighbours, its judged pairs are checked as well: they test that side's
-    lr choice on fresh seeds, the tuning seeds the other's, and either check failing makes `c` lr-dependent."""
-    if _lr_checkable(c) and c.a_neighbours and c.b_neighbours:
-        return pairs_check(c, side)
-    label, lines = lr_check(c, side)
-    if _lr_checkable(c) and (c.a_neighbours or c.b_neighbours):
-        one_side, more = pairs_check(c, side)
-        lines = [*lines, *more]
-        label = LR_DEPENDENT if one_side == LR_DEPENDENT else label
-    return label, lines
-
-
-def _judged_verdict(c: Comparison, rule: Rule, side: Side, unit: Unit = NATS) -> Verdict:
-    """A comparison's verdict with its own lr check and, where it has neighbour runs, its nested interval: what the
-    init, length and size checks compare across their cells."""
+def judge(c: Comparison, rule: Rule, side: Side, unit: Unit = NATS) -> Verdict:
+    """One comparison's verdict, as every check reads it: the rule on its nested interval where both sides have
+    neighbour runs (the lr choice counted inside it); else on the judged seeds, undecided where the tuning seeds'
+    shared-lr differences put the gap on the other side of the threshold (lr-dependent)."""
     v = rule(nested(c, unit) or c)
-    label, _ = _lr_label(c, side)
-    if label == LR_DEPENDENT and v.verdict in DECIDED:
+    if not both_neighbours(c) and v.verdict in DECIDED and lr_check(c, side)[0] == LR_DEPENDENT:
         return Verdict(INCONCLUSIVE, f"{LR_DEPENDENT} (would be {v.verdict})")
     return v
 
 
-def plateau_rates(tuning: tuple, lr: float) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
-    """(plateaued, seeds) among the tuning runs at `lr` and at the next lr above it that they tried; None where no
-    tuning run there recorded its instabilities."""
-    def rate(at: float):
-        runs = [r for r in tuning if r.lr == at and r.result.instabilities is not None]
-        if not runs:
-            return None
-        return sum(any(i.get("kind") == "plateau" for i in r.result.instabilities) for r in runs), len(runs)
+def vary(key: PairKey, keys: Iterable[PairKey], factor: str) -> list[PairKey]:
+    """The settings among `keys` that differ from `key`'s in `factor` alone (FACTORS; budget, bias and the rest
+    held); for "length", only LONGER× the tokens per parameter."""
+    names = FACTORS[factor]
+    mine = dict(key.setting)
+    out = []
+    for k in keys:
+        if k == key or dataclasses.replace(k, setting=()) != dataclasses.replace(key, setting=()):
+            continue
+        theirs = dict(k.setting)
+        if set(theirs) != set(mine) or all(theirs.get(n) == mine.get(n) for n in names) or \
+                any(theirs.get(n) != v for n, v in mine.items() if n not in names):
+            continue
+        tokens = mine.get(names[0])
+        if factor == "length" and (tokens is None or theirs.get(names[0]) != tokens * LONGER):
+            continue
+        out.append(k)
+    return out
 
-    above = sorted(r.lr for r in tuning if r.lr > lr)
-    return rate(lr), (rate(above[0]) if above else None)
+
+def other_cells(key: PairKey, keys: Iterable[PairKey]) -> dict[str, list[PairKey]]:
+    """vary() for each factor a part read off one setting is checked across (init, length, size)."""
+    keys = list(keys)
+    return {f: vary(key, keys, f) for f in ("init", "length", "size")}
 
 
-def grid_shape(tuning: tuple) -> tuple[int, int]:
-    """(lrs, seeds per lr, the fewest) of a side's tuning grid."""
-    lrs = {r.lr for r in tuning}
-    return len(lrs), min((len({r.seed for r in tuning if r.lr == lr}) for lr in lrs), default=0)
+def _partners(comps: list[Comparison], best: Comparison, factor: str) -> list[Comparison]:
+    """The comparisons like `best` but for `factor`, at tuned lrs as `best` is, the most seeds first."""
+    keys = set(vary(best.key, [c.key for c in comps], factor))
+    found = [c for c in comps if c.key in keys and c.best_lr == best.best_lr and c.protocol == best.protocol
+             and (best.best_lr or c.lr == best.lr)]
+    return sorted(found, key=lambda c: (-c.n, repr(c.key)))
 
 
-def _agreement(out: Robustness, best: Comparison, other: Comparison, rule: Rule, side: Side, what: str,
-               labels: tuple[str, str, str], where: Callable[[Comparison], str], unit: Unit = NATS) -> None:
-    """A factor checked by the same decided verdict in another cell (init, size): labels (robust, dependent, what
-    disagrees), the line that shows both cells (`where` names a cell), and the downgrade when they disagree."""
-    robust, dependent, subject = labels
-    mine, theirs = _judged_verdict(best, rule, side, unit), _judged_verdict(other, rule, side, unit)
-    same = mine.verdict == theirs.verdict  # a decided verdict stands only where the other cell decides alike
-    out.labels.append(robust if same else dependent)
-    out.lines.append(f"  - {robust if same else dependent}: {what} at {where(other)} ({other.lr}) = "
-                     f"{_shown(other, unit)} (n = {other.n}): {_said(theirs)}, against "
-                     f"{_said(mine)} at {where(best)}")
-    if not same:
-        out.downgrade(f"inconclusive ({dependent})", f"{subject} disagree ({mine.verdict} at {where(best)}, "
-                                                     f"{theirs.verdict} at {where(other)})")
+def _tokens(c: Comparison) -> float | None:
+    """The training tokens of a comparison's runs (their mean), from their records."""
+    tokens = [r.result.tokens for r in (*c.a_runs, *c.b_runs) if r.result.tokens]
+    return sum(tokens) / len(tokens) if tokens else None
+
+
+def _matched(x: float | None, y: float | None) -> bool:
+    return x is not None and y is not None and abs(x - y) <= MATCHED_TOKENS * max(x, y)
+
+
+def size_pair(comps: list[Comparison], best: Comparison) -> tuple[Comparison, Comparison, bool] | None:
+    """The size check's pair: (this size, another size, matched) — a comparison at another d_model and one at this
+    d_model that trained the same tokens (within MATCHED_TOKENS; the lengths may differ) where the sweep has such a
+    pair, else `best` against the other size at `best`'s length (tokens confounded with size)."""
+    others = [c for c in comps if c.best_lr == best.best_lr and c.protocol == best.protocol
+              and c.key.factor("model.d_model") != best.key.factor("model.d_model")]
+    mine = [best, *_partners(comps, best, "length")]
+    for other in sorted(others, key=lambda c: (-c.n, repr(c.key))):
+        rest = dataclasses.replace(other.key, setting=tuple((k, v) for k, v in other.key.setting
+                                                             if k not in (*FACTORS["size"], *FACTORS["length"])))
+        for c in mine:
+            here = dataclasses.replace(c.key, setting=tuple((k, v) for k, v in c.key.setting
+                                                            if k not in (*FACTORS["size"], *FACTORS["length"])))
+            if here == rest and _matched(_tokens(c), _tokens(other)):
+                return c, other, True
+    plain = _partners(comps, best, "size")
+    return (best, plain[0], False) if plain else None
 
 
 def _said(v: Verdict) -> str:
-    """A cell's verdict as a check line names it: with its lr check's reading where that undecided it (the interval
-    shown beside it would otherwise read as decided)."""
+    """A cell's verdict as a check line names it: with its lr check's reading where that undecided it."""
     return f"{v.verdict} ({v.reason})" if v.reason.startswith(LR_DEPENDENT) else v.verdict
 
 
@@ -312,106 +182,95 @@ def _shown(c: Comparison, unit: Unit) -> str:
     return fmt_interval(wide.diff if wide is not None else judged_only(c, unit), unit=unit.name)
 
 
+def _init_check(out: Robustness, best: Comparison, others: list[Comparison], mine: Verdict, judged, what: str,
+                unit: Unit, side: Side) -> None:
+    """Every other init of the comparison: in the band, the same verdict (else init-dependent); outside it, its
+    reading with a label (a sensitivity check that never changes the verdict)."""
+    inside = [c for c in others if in_band(c.key.setting)]
+    for c in others:
+        theirs = judged(c)
+        where = f"model.init={init_name(c.key.setting)} (init std {preactivation_std(c.key.setting) or 0:.2f})"
+        reverses = side(c.diff.mean or 0) != side(best.diff.mean or 0)
+        if c in inside:
+            label = INIT_ROBUST if theirs.verdict == mine.verdict else INIT_DEPENDENT
+        else:
+            label = f"{'reverses' if reverses else theirs.verdict} at {outside(c.key.setting)}"
+        out.labels.append(label)
+        out.lines.append(f"  - {label}: {what} at {where} ({c.lr}) = {_shown(c, unit)} (n = {c.n}): {_said(theirs)}, "
+                         f"against {_said(mine)} in the deciding setting" + ("" if c in inside else
+                                                                             " — shown, not deciding"))
+        if c in inside and theirs.verdict != mine.verdict:
+            out.downgrade(f"inconclusive ({INIT_DEPENDENT})", f"the inits in the practice band disagree "
+                                                               f"({mine.verdict} here, {theirs.verdict} at {where})")
+    if not inside:
+        out.unrun("init", "one init in the practice band")
+
+
 def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side: Side | None = None,
           unit: Unit = NATS) -> Robustness:
     """Every check of the module docstring on the deciding comparison `best`, among all of a claim's comparisons
     `comps` (the other settings it ran in); `rule` gives a comparison's verdict, and `side` which side of its
     threshold a difference falls on (the sign for "better" rules; C7's margin for its non-inferiority), which the lr
-    and length checks compare. The verdict reads the nested interval, in `unit` (C7: bits per byte), where neighbour
-    runs exist: a rule reads a comparison's `interval` when it has one."""
+    and length checks compare. Every cell is judged alike (judge), in `unit` (C7: bits per byte)."""
     side = side or _sign
+
+    def judged(c: Comparison) -> Verdict:
+        return judge(c, rule, side, unit)
+
     wide = nested(best, unit)
-    out = Robustness(rule(wide or best), deciding=wide or best)
+    mine = judged(best)
+    out = Robustness(rule(wide or best), deciding=wide or best)  # lr_and_grid undecides it where judge() would
+    if not in_band(best.key.setting):
+        out.labels.append(outside(best.key.setting))
+        out.downgrade(f"inconclusive ({NO_BAND})", f"the comparison ran only at {outside(best.key.setting)}")
     if wide is not None:
         shown, alone = fmt_interval(wide.diff, unit=unit.name), fmt_interval(judged_only(best, unit), unit=unit.name)
         out.lines.append(f"  - interval with the lr choice ({wide.interval[1]}): {shown}, against {alone} on the "
                          "judged seeds at the chosen lrs alone")
-    # lr
-    label, lines = _lr_label(best, side)
-    out.lines += lines
-    unchecked: list[str] = []
-    if label is None:
-        out.unchecked.append("lr (no tuned, fresh-seed comparison with shared-lr tuning runs)")
-        unchecked.append("lr")
-    else:
-        out.checked.append("lr")
-        out.labels.append(label)
-        if not (best.a_neighbours and best.b_neighbours):
-            out.labels.append(LR_ONE_SIDE if best.a_neighbours or best.b_neighbours else LR_TUNING_ONLY)
-        if label == LR_DEPENDENT:
-            out.downgrade("inconclusive (lr-dependent)", "the differences at other lrs have the other sign")
-    edges = bracket_check(best)
-    if edges:
-        out.labels.append(NOT_BRACKETED)
-        out.lines.append(f"  - {NOT_BRACKETED}: {'; '.join(edges)}")
-    if best.best_lr and best.protocol == FRESH_SEEDS:
-        shapes = {name: grid_shape(t) for name, t in ((best.a, best.a_tuning), (best.b, best.b_tuning)) if t}
-        thin = {n: sh for n, sh in shapes.items() if sh[0] < ROBUST_MIN_LRS or sh[1] < ROBUST_MIN_SEEDS}
-        if thin:
-            out.labels.append(REDUCED_GRID)
-            out.lines.append(f"  - {REDUCED_GRID}: " + "; ".join(f"{n}: {k} lrs × {m} tuning seeds" for n, (k, m)
-                                                                in thin.items())
-                             + f" (the full protocol: ≥ {ROBUST_MIN_LRS} × ≥ {ROBUST_MIN_SEEDS})")
-        edge_lines = []
-        for name, tuning, judged in ((best.a, best.a_tuning, best.a_runs), (best.b, best.b_tuning, best.b_runs)):
-            at, above = plateau_rates(tuning, judged[0].lr)
-            if above is not None and above[0] > 0:
-                edge_lines.append(f"{name}: plateaued on {at[0] if at else '?'} of {at[1] if at else '?'} tuning "
-                                  f"seeds at its chosen lr {judged[0].lr:g}, {above[0]} of {above[1]} at the next "
-                                  "lr above")
-        if edge_lines:
-            out.labels.append(PLATEAU_EDGE)
-            out.lines.append(f"  - {PLATEAU_EDGE} (the lr above the chosen one plateaus: the difference measures "
-                             f"whether a run escapes the early plateau): {'; '.join(edge_lines)}")
-    # init
-    other = _partner(comps, best, INIT_FACTORS)
-    if other is None:
-        out.unchecked.append("init (no runs under the other model.init)")
-        unchecked.append("init")
-    else:
-        out.checked.append("init")
-        _agreement(out, best, other, rule, side, what, (INIT_ROBUST, INIT_DEPENDENT, "the inits"),
-                   lambda c: f"model.init={init_name(c.key.setting)}", unit)
-    # length: the 4× interval must give the same decided verdict; the point estimates only name the trend
-    base_tokens = best.key.factor("trainer.tokens_per_param")
-    tokens = "trainer.tokens_per_param"
-    longer = None if base_tokens is None else _partner(
-        comps, best, (tokens,), lambda c: c.key.factor(tokens) == base_tokens * LONGER)
+    lr_and_grid(out, best, side)
+    _init_check(out, best, _partners(comps, best, "init"), mine, judged, what, unit, side)
+    # length: the 4× interval must give the same verdict; the point estimates only name the trend
+    longer = next(iter(_partners(comps, best, "length")), None)
     if longer is None or longer.diff.mean is None or best.diff.mean is None:
-        out.unchecked.append(f"training length (no runs at {LONGER}× the tokens)")
-        unchecked.append("length")
+        out.unrun("length", f"no runs at {LONGER}× the tokens")
     else:
         out.checked.append("training length")
-        d1, d4 = best.diff.mean, longer.diff.mean
-        mine, theirs = _judged_verdict(best, rule, side, unit), _judged_verdict(longer, rule, side, unit)
-        flipped = side(d1) != side(d4)
-        shrunk = abs(d4) < abs(d1) / 2
+        tokens = best.key.factor("trainer.tokens_per_param")
+        d1, d4, theirs = best.diff.mean, longer.diff.mean, judged(longer)
+        flipped, shrunk = side(d1) != side(d4), abs(d4) < abs(d1) / 2
         label = EARLY if flipped or shrunk else LENGTH_ROBUST
         out.labels.append(label)
         how = "changes side" if flipped else ("shrinks by more than half" if shrunk else "holds")
-        out.lines.append(f"  - {label}: {what} at {base_tokens * LONGER:g} tokens/param ({longer.lr}) = "
+        out.lines.append(f"  - {label}: {what} at {tokens * LONGER:g} tokens/param ({longer.lr}) = "
                          f"{_shown(longer, unit)} (n = {longer.n}): {theirs.verdict}, "
-                         f"against {d1:+.3f} ({mine.verdict}) at {base_tokens:g}: the effect {how}")
+                         f"against {d1:+.3f} ({mine.verdict}) at {tokens:g}: the effect {how}")
         if mine.verdict != theirs.verdict:
-            out.downgrade("inconclusive (early-training)", f"at {base_tokens * LONGER:g} tokens per parameter the "
-                                                           f"verdict is {theirs.verdict}, at {base_tokens:g} "
-                                                           f"{mine.verdict}")
-    # size: where the sweep ran this comparison at a second size, it must agree; the stability options are shown
-    size = _partner(comps, best, ("model.name", "model.d_model"))
-    if size is not None:
+            out.downgrade(f"inconclusive ({EARLY})", f"at {tokens * LONGER:g} tokens per parameter the verdict is "
+                                                     f"{theirs.verdict}, at {tokens:g} {mine.verdict}")
+    pair = size_pair(comps, best)
+    if pair is not None:
+        here, there, matched = pair
         out.checked.append("size")
-        _agreement(out, best, size, rule, side, what, (SIZE_ROBUST, SIZE_DEPENDENT, "the sizes"),
-                   lambda c: f"d_model {c.key.factor('model.d_model')}", unit)
-    stable = _partner(comps, best, ("model.qk_norm", "optim.z_loss"), lambda c: bool(c.key.factor("model.qk_norm")))
-    if stable is not None:
-        out.lines.append(f"  - with qk-norm and z-loss {stable.key.factor('optim.z_loss'):g} ({stable.lr}): {what} "
-                         f"= {fmt_interval(stable.diff)} (n = {stable.n}), {rule(stable).verdict}; shown, not "
-                         "deciding")
-    # a check that never ran does not pass: the claim's verdict is decided only where every factor ran and agrees
-    # (claim.evaluate_claim undecides it); the verdict here is the reading where it ran
-    if unchecked:
-        out.missing = unchecked
-        out.labels.append(f"{', '.join(unchecked)} unchecked")
+        v_here, v_there = judged(here), judged(there)
+        label = SIZE_ROBUST if v_here.verdict == v_there.verdict else SIZE_DEPENDENT
+        out.labels += [label] + ([] if matched else [TOKENS_CONFOUNDED])
+        how = (f"at matched tokens ({(_tokens(there) or 0) / 1e6:.2f}M)" if matched else
+               f"at {(_tokens(here) or 0) / 1e6:.2f}M against {(_tokens(there) or 0) / 1e6:.2f}M tokens: "
+               f"{TOKENS_CONFOUNDED}")
+        out.lines.append(f"  - {label} {how}: {what} at d_model {there.key.factor('model.d_model')} ({there.lr}) = "
+                         f"{_shown(there, unit)} (n = {there.n}): {_said(v_there)}, against {_shown(here, unit)} "
+                         f"({_said(v_here)}) at d_model {here.key.factor('model.d_model')}")
+        if v_here.verdict != v_there.verdict:
+            out.downgrade(f"inconclusive ({SIZE_DEPENDENT})", f"the sizes disagree ({v_here.verdict} at d_model "
+                                                             f"{here.key.factor('model.d_model')}, {v_there.verdict} "
+                                                             f"at d_model {there.key.factor('model.d_model')})")
+    stable = [c for c in _partners(comps, best, "stable") if c.key.factor("model.qk_norm")]
+    if stable:
+        s = stable[0]
+        out.lines.append(f"  - with qk-norm and z-loss {s.key.factor('optim.z_loss'):g} ({s.lr}): {what} "
+                         f"= {fmt_interval(s.diff)} (n = {s.n}), {rule(s).verdict}; shown, not deciding")
+    if out.missing:  # a check that never ran does not pass (claim.evaluate_claim undecides the claim)
+        out.labels.append(f"{', '.join(out.missing)} unchecked")
     return out
 
 
@@ -422,50 +281,34 @@ CELL_FACTORS = {"lr": (LR_ROBUST, LR_DEPENDENT), "init": (INIT_ROBUST, INIT_DEPE
 REQUIRED_FACTORS = ("lr", "init", "length")
 
 
-def other_cells(key: PairKey, keys: Iterable[PairKey]) -> dict[str, list[PairKey]]:
-    """The settings among `keys` that vary one factor of `key`'s (the rest, budget and bias held): another
-    model.init, LONGER× the tokens per parameter, another size (model.name / d_model)."""
-    factors = {"init": INIT_FACTORS, "length": ("trainer.tokens_per_param",),
-               "size": ("model.name", "model.d_model")}
-    mine = dict(key.setting)
-    out: dict[str, list[PairKey]] = {f: [] for f in factors}
-    for k in keys:
-        if k == key or dataclasses.replace(k, setting=()) != dataclasses.replace(key, setting=()):
-            continue
-        theirs = dict(k.setting)
-        for factor, names in factors.items():
-            if any(theirs.get(n) != mine.get(n) for n in names) and \
-                    all(theirs.get(n) == v for n, v in mine.items() if n not in names) and set(theirs) == set(mine):
-                if factor == "length" and (mine.get(names[0]) is None
-                                           or theirs.get(names[0]) != mine[names[0]] * LONGER):
-                    continue
-                out[factor].append(k)
-    return out
-
-
-def cell_check(verdict: Verdict, where: str, cells: dict[str, list[tuple[str, Verdict]]],
-               inherent: tuple[str, ...] = ()) -> Robustness:
+def cell_check(verdict: Verdict, where: str, cells: dict[str, list[tuple]], inherent: tuple[str, ...] = ()) \
+        -> Robustness:
     """A part's verdict in its deciding cell (`where`), checked against the same part read in the cells that vary
-    one factor (`cells`: factor → [(the cell in words, its verdict)]), as the init and size checks of `check` do:
-    a decided verdict stands only where every other cell gives the same verdict; otherwise it becomes inconclusive
-    (X-dependent). A factor of REQUIRED_FACTORS with no cell is unchecked (Robustness.missing), unless the part
-    varies it itself (`inherent`: C6 reads every lr, C5's GELU part is one part per init)."""
+    one factor (`cells`: factor → [(the cell in words, its verdict[, in the practice band])]), as `check` does: a
+    decided verdict stands only where every other in-band cell gives the same verdict (else inconclusive
+    (X-dependent)); a cell outside the band is shown with its label. A factor of REQUIRED_FACTORS with no in-band
+    cell is unchecked (Robustness.missing), unless the part varies it itself (`inherent`: C6 reads every lr, C5's
+    GELU part is one part per init)."""
     out = Robustness(verdict)
     for factor, (robust, dependent) in CELL_FACTORS.items():
-        others = cells.get(factor) or []
+        others = [(w, v, *(rest or (True,))) for w, v, *rest in cells.get(factor) or []]
+        inside = [(w, v) for w, v, band in others if band]
         if factor in inherent:
             out.checked.append(factor)
             continue
-        if not others:
+        for w, v, band in others:
+            if not band:
+                out.labels.append(f"{v.verdict} at {w}, outside practice")
+                out.lines.append(f"  - {v.verdict} at {w} (outside the practice band: shown, not deciding)")
+        if not inside:
             if factor in REQUIRED_FACTORS:
-                out.unchecked.append(f"{factor} (no runs vary it)")
-                out.missing.append(factor)
+                out.unrun(factor, "no runs vary it in the practice band")
             continue
         out.checked.append(factor)
-        differ = [(w, v) for w, v in others if v.verdict != verdict.verdict]
+        differ = [(w, v) for w, v in inside if v.verdict != verdict.verdict]
         out.labels.append(dependent if differ else robust)
         out.lines.append(f"  - {dependent if differ else robust}: {verdict.verdict} at {where}; "
-                         + "; ".join(f"{v.verdict} at {w} ({v.reason})" for w, v in others))
+                         + "; ".join(f"{v.verdict} at {w} ({v.reason})" for w, v in inside))
         if differ:
             out.downgrade(f"inconclusive ({dependent})", "; ".join(f"{v.verdict} at {w}" for w, v in differ)
                           + f", {verdict.verdict} at {where}")
@@ -479,3 +322,7 @@ def verdict_rule(rule: Callable[[Paired], Verdict] = verdict_better, b_worse_sup
     return lambda c: c.verdict(rule, b_worse_supports)
 
 
+def beats_rule(claim: str) -> Rule:
+    """"a beats b" for `claim`, with its pre-registered margin at each comparison (claims.margins): the outcome
+    table's four rows (stats.verdicts.verdict_beats)."""
+    return lambda c: c.verdict(lambda d: verdict_beats(d, margin_nats(claim, c)))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ffnbench.claims.band import in_band
 from ffnbench.runs.result import RunResult, finite
 from ffnbench.stats.intervals import Summary, summarize
 
@@ -17,7 +18,8 @@ MODEL_FACTORS = ("name", "d_model", "n_layer", "n_head", "seq_len", "non_embeddi
 # The factors outside the model a setting names too: the training length and the stability options.
 RUN_FACTORS = (("trainer", "tokens_per_param"), ("optim", "z_loss"))
 
-# The nuisance factors a claim is decided at (their defaults), and checked across (claims.robust).
+# The nuisance factors' defaults (a setting names the ones it changes, describe_setting); a claim is decided where
+# the other nuisance factors are at their default and the init lies in the practice band (is_reference).
 REFERENCE = {"model.init": "gpt2", "model.init_gain": 1.0, "model.ffn_init": "gpt2", "model.qk_norm": False,
              "optim.z_loss": 0.0}
 
@@ -127,9 +129,10 @@ class Run:
 
 
 def is_reference(setting: Setting) -> bool:
-    """Whether a setting has every nuisance factor at its reference value (REFERENCE; absent counts as it)."""
+    """Whether a setting is one a verdict is decided in: its init in the practice band (claims.band) and every other
+    nuisance factor at its default (REFERENCE; absent counts as it)."""
     s = dict(setting)
-    return all(s.get(k, v) in (v, None) for k, v in REFERENCE.items())
+    return in_band(setting) and all(s.get(k, v) in (v, None) for k, v in REFERENCE.items() if k not in INIT_FACTORS)
 
 
 def setting_without(setting: Setting, *keys: str) -> Setting:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from ffnbench.claims.band import in_band
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.lr_protocol import best_lr, chosen_lrs, tuning_key
@@ -108,7 +109,7 @@ def part_robustness(obs: Observations, act: str, key: PairKey, lr: float, verdic
     chosen lr's neighbours (the judged neighbour runs; lacking them, the tuning runs at the grid's adjacent lrs),
     under the other init, at LONGER× the tokens, at another size, each at the lr its own tuning runs chose
     (claims.robust.cell_check decides what agrees)."""
-    cells: dict[str, list[tuple[str, Verdict]]] = {}
+    cells: dict[str, list[tuple]] = {}
     near = [r for r in obs.neighbours if r.act == act and matched_key(r) == key]
     if near:
         cells["lr"] = [(f"lr {x:g} (judged seeds)", read([r for r in near if r.lr == x]))
@@ -126,7 +127,8 @@ def part_robustness(obs: Observations, act: str, key: PairKey, lr: float, verdic
             runs = [r for r in obs.runs if matched_key(r) == k]
             _, at, chosen = trained_runs(runs, act, [r for r in obs.tuning if matched_key(r) == k], k.setting)
             if chosen:
-                cells.setdefault(factor, []).append((f"{describe_setting(k.setting)}, lr {at:g}", read(chosen)))
+                cells.setdefault(factor, []).append((f"{describe_setting(k.setting)}, lr {at:g}", read(chosen),
+                                                     in_band(k.setting)))
     return cell_check(verdict, f"{describe_setting(key.setting)}, lr {lr:g}", cells, inherent)
 
 
@@ -257,7 +259,7 @@ def c6(obs: Observations) -> Evidence:
     if v.verdict == INCONCLUSIVE:  # nothing to check: undecided where it ran
         ev.parts.append((label, v))
         return ev
-    cells = {factor: [(describe_setting(k.setting), large_lr_dead(groups[k])[0]) for k in others]
+    cells = {factor: [(describe_setting(k.setting), large_lr_dead(groups[k])[0], in_band(k.setting)) for k in others]
              for factor, others in other_cells(key, groups).items()}
     checked = cell_check(v, describe_setting(key.setting), cells, inherent=("lr",))
     ev.add_part(label, checked.verdict, checked.missing)

@@ -26,6 +26,9 @@ from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdi
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "claims.md"
 OWN_HYPOTHESIS = "own hypothesis"  # the source of a claim no article makes (docs/claims.md, "A claim of your own")
 
+# the fixtures start in the practice band under fan_in; the other in-band init the checks read
+OTHER_INIT = {"model.init": "scaled", "model.init_gain": 0.55}
+
 
 def verdicts(records, bench_files=()):
     results = evaluate([Run.from_record(r) for r in records], bench_files=list(bench_files))
@@ -216,7 +219,7 @@ def test_run_from_an_incomplete_record_names_the_missing_field():
 
 def test_pair_keys_say_what_was_held_fixed():
     run = Run.from_record(make_record("relu", multiple_of=64))
-    setting = "micro (d_model 32, 2 layers)"
+    setting = "micro (d_model 32, 2 layers, fan_in init)"
     assert matched_key(run).describe() == f"{setting}, budget 4× (params of a 4·d ungated FFN), no FFN bias, " \
                                           "d_ff multiple of 64"
     assert bias_free_key(run).describe() == f"{setting}, act relu, budget 4× (params of a 4·d ungated FFN), " \
@@ -436,7 +439,7 @@ def test_c5_reads_relu_in_the_base_setting_and_gelus_none_under_every_init_it_tr
     """Under fan_in (more seeds) relu is 0.9 zeros and gelu 0.1; in the base setting (GPT-2 init, where the verdicts
     are decided) relu is about half and gelu has none. relu's half is read in the base setting; gelu's none is a
     part per init, and fan_in's 0.1 contradicts it there: the claim is contradicted by that part alone."""
-    fan_in = {"model.init": "fan_in"}
+    fan_in = OTHER_INIT
     base = ([make_record("relu", s, 3.0, zero_init=0.5 - 0.001 * s, zero_final=0.5 + 0.002 * s) for s in (0, 1, 2)]
             + [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in (0, 1, 2)])
     other = ([make_record("relu", s, 2.9, zero_init=0.5 - 0.001 * s, zero_final=0.9, config=fan_in) for s in range(5)]
@@ -445,18 +448,18 @@ def test_c5_reads_relu_in_the_base_setting_and_gelus_none_under_every_init_it_tr
     # contradicted where it ran; no run varied lr or the length for the trained parts, so the claim is undecided
     assert result.scoped.verdict == CONTRADICTED, result.scoped
     assert result.verdict.verdict == INCONCLUSIVE and "(lr, length unchecked)" in result.verdict.reason
-    assert "after training 0.502" in result.effect and "gpt2 init 0; fan_in init 0.1" in result.effect
+    assert "after training 0.502" in result.effect and "fan_in init 0; scaled 0.55 init 0.1" in result.effect
     parts = dict(result.parts)
     # relu's half is read again under fan_in (0.9 there): the part depends on the init
     assert parts["relu about half after training (lr 0.003)"].verdict == INCONCLUSIVE
     assert "init-dependent" in parts["relu about half after training (lr 0.003)"].reason
-    assert parts["gelu no hard zeros after training (gpt2 init, lr 0.003)"].verdict == SUPPORTED
-    assert parts["gelu no hard zeros after training (fan_in init, lr 0.003)"].verdict == CONTRADICTED
+    assert parts["gelu no hard zeros after training (fan_in init, lr 0.003)"].verdict == SUPPORTED
+    assert parts["gelu no hard zeros after training (scaled 0.55 init, lr 0.003)"].verdict == CONTRADICTED
 
 
-CELLS = {"base": {"trainer.tokens_per_param": 6}, "fan_in": {"trainer.tokens_per_param": 6, "model.init": "fan_in"},
+CELLS = {"base": {"trainer.tokens_per_param": 6}, "fan_in": {"trainer.tokens_per_param": 6, **OTHER_INIT},
          "long": {"trainer.tokens_per_param": 24},
-         "fan_in_long": {"trainer.tokens_per_param": 24, "model.init": "fan_in"}}
+         "fan_in_long": {"trainer.tokens_per_param": 24, **OTHER_INIT}}
 
 
 def _zeros_in_cells(relu_final: dict[str, float], relu_init: float = 0.5, gelu_diverged: tuple[str, ...] = ()
@@ -570,7 +573,7 @@ def test_c8s_depth_interaction_is_read_in_the_base_setting_and_checked_like_a_pa
     interaction is the base's. It is read again under fan_in, where it disagrees (init-dependent); with no other
     cell, no run varied its init, length or lr, so a decided interaction leaves the claim undecided."""
     base = _depth_cell(0.04, 0.10)
-    fan_in = _depth_cell(0.10, 0.04, seeds=range(6), **{"model.init": "fan_in"})
+    fan_in = _depth_cell(0.10, 0.04, seeds=range(6), **OTHER_INIT)
     result = verdicts(base + fan_in)["C8"]
     part = dict(result.parts)["loss(relu) − loss(swish) larger at 4 than at 2 layers"]
     assert "depth interaction = +0.059" in result.effect, result.effect
@@ -615,7 +618,7 @@ def test_c8_is_decided_where_its_depth_interaction_keeps_its_sign_at_every_pair_
     """Swish beats relu by 0.04 at 2 layers and 0.10 at 4, under both inits and at 4× the tokens: supported, its
     interaction lr-robust across the judged lrs; when swish's upper neighbour at 4 layers gains nothing over relu,
     some pair of judged lrs reverses the interaction: lr-dependent, and the claim is undecided."""
-    cells = ({"trainer.tokens_per_param": 6}, {"trainer.tokens_per_param": 6, "model.init": "fan_in"},
+    cells = ({"trainer.tokens_per_param": 6}, {"trainer.tokens_per_param": 6, **OTHER_INIT},
              {"trainer.tokens_per_param": 24})
     gaps = {2: 0.04, 4: 0.10}
     result = _c8([r for c in cells for r in _c8_cell(c, gaps)])
@@ -631,7 +634,7 @@ def test_c1_decides_in_the_reference_series_even_when_another_init_has_more_seed
     neighbours. The reference series decides (pre-registered, as pairing.primary), fan_in is its init check and is
     shown beside it: the claim is inconclusive (init-dependent), not contradicted by the series with more seeds."""
     n = {"non_embedding_params": 20000}
-    fan_in = {"model.init": "fan_in"}
+    fan_in = OTHER_INIT
     ref = [rec for ratio, base, wiggle in ((2, 3.10, (0.0, 0.002, 0.001)), (4, 3.00, (0.001, 0.0, 0.002)),
                                            (8, 3.08, (0.002, 0.001, 0.0)))
            for rec in losses("gelu", base, width=ratio, wiggle=wiggle, **n)]
@@ -641,7 +644,7 @@ def test_c1_decides_in_the_reference_series_even_when_another_init_has_more_seed
     details = "\n".join(result.details)
     assert "loss(8×) − loss(4×) = +0.08" in result.effect, result.effect
     assert result.verdict.verdict == INCONCLUSIVE and "init-dependent" in result.verdict.reason, result.verdict
-    assert "Shown beside it, not deciding: gelu" in details and "fan_in init" in details
+    assert "Shown beside it, not deciding: gelu" in details and "scaled 0.55 init" in details
     # without the fan_in series the same reference runs support the claim: the check above is what undecides it
     assert verdicts(ref)["C1"].scoped.verdict == SUPPORTED
 
@@ -650,14 +653,15 @@ def test_c5_reads_gelu_under_another_init_in_the_base_settings_init_cell_not_the
     """Under fan_in, gelu ran in the base setting's init cell (3 seeds, 5% exact zeros: contradicted there) and in a
     width arm at a fixed budget (5 seeds, none). fan_in's part reads the init cell, as the base part reads the base
     setting; the width arm, with more seeds, must not decide it (it did, once a C1 arm under fan_in landed)."""
-    fan_in = {"model.init": "fan_in"}
+    fan_in = OTHER_INIT
     base = ([make_record("relu", s, 3.0, zero_init=0.5, zero_final=0.5 + 0.002 * s) for s in (0, 1, 2)]
             + [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in (0, 1, 2)])
     cell = [make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.05 + 0.001 * s, config=fan_in) for s in (0, 1, 2)]
     width_arm = [make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.0, width=1, non_embedding_params=20000,
                              config=fan_in) for s in range(5)]
     parts = dict(verdicts(base + cell + width_arm)["C5"].parts)
-    fan_in_part = next(v for label, v in parts.items() if label.startswith("gelu no hard zeros after training (fan_in"))
+    fan_in_part = next(v for label, v in parts.items()
+                       if label.startswith("gelu no hard zeros after training (scaled 0.55"))
     assert fan_in_part.verdict == CONTRADICTED, parts
 
 
@@ -684,7 +688,7 @@ def test_c5_reads_the_textbook_network_not_a_bias_arm_or_a_width_arm_beside_it()
     a width arm at 1× (5 seeds, none). fan_in's part reads the textbook network, without bias; and where the fan_in
     cell has no no-bias gelu at all, the closest setting's textbook network (here at 4× the tokens) before the arms
     with more seeds."""
-    fan_in, long = {"model.init": "fan_in"}, {"model.init": "fan_in", "trainer.tokens_per_param": 24}
+    fan_in, long = OTHER_INIT, {**OTHER_INIT, "trainer.tokens_per_param": 24}
     base = ([make_record("relu", s, 3.0, zero_init=0.5, zero_final=0.5 + 0.002 * s) for s in (0, 1, 2)]
             + [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in (0, 1, 2)])
     beside = ([make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.0, bias=True, config=fan_in) for s in range(5)]
@@ -695,7 +699,8 @@ def test_c5_reads_the_textbook_network_not_a_bias_arm_or_a_width_arm_beside_it()
         no_bias = [make_record("gelu", s, 2.9, zero_init=0.0, zero_final=0.05 + 0.001 * s, config=no_bias_config)
                    for s in (0, 1, 2)]
         parts = dict(verdicts(base + no_bias + beside)["C5"].parts)
-        return next(v for label, v in parts.items() if label.startswith("gelu no hard zeros after training (fan_in"))
+        return next(v for label, v in parts.items()
+                    if label.startswith("gelu no hard zeros after training (scaled 0.55"))
 
     assert fan_in_part(fan_in).verdict == CONTRADICTED
     assert "0.05" in fan_in_part(long).reason, fan_in_part(long)

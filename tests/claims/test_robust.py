@@ -1,8 +1,10 @@
 """The robustness rules of a deciding comparison (ffnbench.claims.robust), each outcome against a known answer on
-C3 (loss(gelu) − loss(swiglu), supported when SwiGLU is better): lr-robust or lr-dependent (on the tuning seeds, or
-across the judged lrs where neighbour runs exist), init-robust or init-dependent, length-robust or early-training,
-optimum not bracketed, plateau-edge, reduced grid; the nested interval that includes the lr choice; and a factor
-no run varied, which leaves the claim undecided (its reading where the runs ran kept as `scoped`)."""
+C3 (loss(gelu) − loss(swiglu), supported when SwiGLU is better): the practice band (a cell outside it labels, one
+inside it decides), lr-robust or lr-dependent on the tuning seeds, lr-sensitive across the judged lrs (a label, the
+nested interval deciding), init-robust or init-dependent, length-robust or early-training, the size check at matched
+tokens, optimum not bracketed, plateau-edge, reduced grid; and a factor no run varied, which leaves the claim
+undecided (its reading where the runs ran kept as `scoped`). The fixtures' runs start in the band (fan_in) unless a
+test places them elsewhere."""
 
 from fixtures.report.synthetic import GRID, make_record
 from fixtures.report.synthetic import tuned_arm as arm
@@ -14,7 +16,8 @@ from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 # SwiGLU better than GELU at every lr, each best at 0.004: a robust ranking
 RELU = (3.40, 3.20, 3.10, 3.15, 3.30)
 GELU = (3.25, 3.05, 2.95, 3.00, 3.20)
-FAN_IN = {"model.init": "fan_in"}
+FAN_IN = {"model.init": "scaled", "model.init_gain": 0.55}  # the other in-band init (the fixtures' own: fan_in)
+GPT2 = {"model.init": "gpt2"}  # GPT-2's init at the fixtures' d_model 32: std 0.11, outside the band
 SHORT, LONG = {"trainer.tokens_per_param": 6}, {"trainer.tokens_per_param": 24}
 
 
@@ -25,8 +28,8 @@ def c3(records):
 
 
 def everywhere(gelu=RELU, gelu_judged=3.10, swiglu=GELU, swiglu_judged=2.95, fan_in=None, long=None):
-    """C3's arms in every cell the rules check: 1× under GPT-2's init (the base), 1× under fan_in, 4× the tokens;
-    `fan_in`/`long`: (gelu judged, swiglu judged) there, or the base's."""
+    """C3's arms in every cell the rules check: 1× under fan_in (the base), 1× under the other in-band init (scaled
+    0.55), 4× the tokens; `fan_in`/`long`: (gelu judged, swiglu judged) there, or the base's."""
     out = []
     for config, judged in ((SHORT, (gelu_judged, swiglu_judged)), ({**SHORT, **FAN_IN}, fan_in),
                            (LONG, long)):
@@ -46,7 +49,7 @@ def test_a_comparison_checked_on_every_factor_decides_and_one_never_run_elsewher
     assert result.verdict.reason.startswith("inconclusive (init, length unchecked)"), result.verdict.reason
     assert "would be supported where it ran" in result.verdict.reason
     assert "init, length unchecked" in result.effect
-    assert "not checked: init (no runs under the other model.init), training length" in details
+    assert "not checked: init (one init in the practice band), length" in details
     # an unrun init check never passes, whichever way the comparison points
     result, _ = c3(arm("gelu", GELU, 2.95, SHORT) + arm("swiglu", RELU, 3.10, SHORT) + arm("gelu", GELU, 2.95, LONG)
                    + arm("swiglu", RELU, 3.10, LONG))
@@ -66,8 +69,8 @@ def test_a_gap_that_comes_from_the_lrs_each_side_got_is_lr_dependent_and_inconcl
     # SwiGLU better) reverses at a shared lr of 0.008 (−0.40)
     result, details = c3(arm("gelu", (3.50, 3.30, 3.10, 3.00, 3.20), 3.00)
                          + arm("swiglu", (3.10, 2.95, 3.20, 3.40, 3.60), 2.95))
-    assert result.verdict.verdict == INCONCLUSIVE
-    assert "inconclusive (lr-dependent)" in result.verdict.reason and "would be supported" in result.verdict.reason
+    assert result.scoped.verdict == INCONCLUSIVE
+    assert "inconclusive (lr-dependent)" in result.scoped.reason and "would be supported" in result.scoped.reason
     assert "[lr-dependent," in result.effect
     assert "they fall on the other side of the rule's threshold: the gap depends on which lr each side got" in details
     assert "shared-lr differences on the tuning seeds (gelu − swiglu): 0.001: +0.400; 0.002: +0.350" in details
@@ -81,12 +84,12 @@ def test_an_optimum_at_the_edge_of_its_grid_is_named_not_bracketed():
 
 
 def test_the_other_init_agreeing_keeps_the_verdict_and_disagreeing_makes_it_init_dependent():
-    gpt2 = arm("gelu", RELU, 3.10) + arm("swiglu", GELU, 2.95)
-    fan_in = {"model.init": "fan_in"}
+    gpt2 = arm("gelu", RELU, 3.10) + arm("swiglu", GELU, 2.95)  # the base: fan_in
+    fan_in = FAN_IN  # the other in-band init
     agree = arm("gelu", RELU, 3.05, fan_in) + arm("swiglu", GELU, 2.95, fan_in)
     result, details = c3(gpt2 + agree)
     assert result.scoped.verdict == SUPPORTED and "init-robust" in result.effect
-    assert "init-robust: loss(gelu) − loss(swiglu) at model.init=fan_in" in details
+    assert "init-robust: loss(gelu) − loss(swiglu) at model.init=scaled 0.55 (init std 0.55)" in details
     # under fan_in gelu is better at every lr: the inits disagree
     flipped = arm("gelu", GELU, 2.95, fan_in) + arm("swiglu", RELU, 3.10, fan_in)
     result, details = c3(gpt2 + flipped)
@@ -204,72 +207,83 @@ def test_the_interval_with_the_lr_choice_is_wider_where_one_tuning_seed_flips_th
     assert "lr-robust across the judged lrs" in details and "lr checked on tuning seeds only" not in result.effect
 
 
-def test_a_pair_of_judged_lrs_that_reverses_the_difference_makes_it_lr_dependent():
+def test_a_pair_of_judged_lrs_that_reverses_the_difference_labels_it_lr_sensitive_and_the_nested_interval_decides():
+    """The lr choice is counted once: with neighbour runs on both sides the nested interval (the choice re-made on
+    resampled tuning seeds) decides, and a pair of judged lrs on the other side gives the label, not a veto."""
     gelu = tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3})
     swiglu = tuning_at("swiglu", {0.001: (3.1,) * 3, 0.002: (2.9,) * 3, 0.004: (3.0,) * 3})
     # gelu judged at its upper neighbour beats swiglu at swiglu's lower neighbour: one pair of nine reverses
     judged = (judged_at("gelu", 0.002, 3.00) + judged_at("gelu", 0.001, 3.2) + judged_at("gelu", 0.004, 2.90)
               + judged_at("swiglu", 0.002, 2.95) + judged_at("swiglu", 0.001, 3.05) + judged_at("swiglu", 0.004, 2.97))
     result, details = c3(gelu + swiglu + judged)
-    assert "lr-dependent across the judged lrs" in details
-    assert result.scoped.verdict == INCONCLUSIVE and "inconclusive (lr-dependent)" in result.scoped.reason
+    assert "lr-sensitive across the judged lrs" in details and "lr-sensitive" in result.effect
     assert "swiglu 0.001 / gelu 0.004: " in details
+    assert result.scoped.verdict == SUPPORTED, result.scoped  # the label does not veto
+    assert "lr-dependent" not in result.scoped.reason
 
 
-def test_one_side_judged_at_its_neighbours_checks_its_lr_choice_on_the_judged_seeds_too():
-    """Only gelu was judged at its neighbours (a follow-up grid for one variant): the tuning seeds agree at the
-    chosen lr, so the check on them alone is lr-robust; gelu's judged pairs are checked as well, and where gelu at
-    its upper neighbour beats swiglu the comparison is lr-dependent, where it does not, lr-robust."""
+def test_one_side_judged_at_its_neighbours_is_checked_on_the_tuning_seeds_alone():
+    """Neighbour runs on one side only give no nested interval: the tuning seeds' check decides the lr, as without
+    any neighbour runs (the one-sided special case is gone)."""
     tuning = (tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3})
               + tuning_at("swiglu", {0.001: (3.1,) * 3, 0.002: (2.9,) * 3, 0.004: (3.0,) * 3}))
     swiglu = judged_at("swiglu", 0.002, 2.95, near=False)
-    for upper, label, verdict in ((2.90, "lr-dependent", INCONCLUSIVE), (3.10, "lr-robust", SUPPORTED)):
-        gelu = judged_at("gelu", 0.002, 3.00) + judged_at("gelu", 0.001, 3.2) + judged_at("gelu", 0.004, upper)
-        result, details = c3(tuning + gelu + swiglu)
-        assert "shared-lr differences on the tuning seeds" in details  # the tuning check still runs
-        assert f"{label} across the judged lrs" in details, details
-        assert "swiglu 0.002 / gelu 0.004: " in details and "swiglu 0.001" not in details
-        assert result.scoped.verdict == verdict, result.scoped
-        assert "lr checked on one side's judged neighbours" in result.effect
-        assert "lr checked on tuning seeds only" not in result.effect
-
-
-def test_one_sides_judged_neighbours_never_pass_what_the_tuning_seeds_fail_or_could_not_check():
-    """gelu alone judged at its neighbours, every pair of its judged lrs keeping the sign: where the tuning seeds
-    reverse the difference at the chosen lr the comparison stays lr-dependent, and where they could not check it
-    (no swiglu tuning run at gelu's chosen lr) the lr stays unchecked; a pair that reverses makes it lr-dependent."""
-    gelu_tuning = tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3})
-    swiglu = judged_at("swiglu", 0.002, 2.95, near=False)
-    gelu = judged_at("gelu", 0.002, 3.00) + judged_at("gelu", 0.001, 3.2) + judged_at("gelu", 0.004, 3.10)
-    # swiglu's tuning seeds are worse than gelu's at 0.002, the lr they still choose
+    gelu = judged_at("gelu", 0.002, 3.00) + judged_at("gelu", 0.001, 3.2) + judged_at("gelu", 0.004, 2.90)
+    result, details = c3(tuning + gelu + swiglu)
+    assert "shared-lr differences on the tuning seeds" in details and "across the judged lrs" not in details
+    assert "lr checked on tuning seeds only" in result.effect and result.scoped.verdict == SUPPORTED
     reversed_tuning = tuning_at("swiglu", {0.001: (3.1,) * 3, 0.002: (3.05,) * 3, 0.004: (3.1,) * 3})
-    result, details = c3(gelu_tuning + reversed_tuning + gelu + swiglu)
-    assert "lr-robust across the judged lrs" in details
-    assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped
-    # swiglu tuned on lrs from 0.004 up, judged at 0.004: no paired tuning run at gelu's 0.002
-    swiglu_high = (tuning_at("swiglu", {0.004: (2.9,) * 3, 0.008: (3.0,) * 3, 0.016: (3.1,) * 3})
-                   + judged_at("swiglu", 0.004, 2.95, near=False))
-    result, details = c3(gelu_tuning + swiglu_high + gelu)
-    assert "lr-robust across the judged lrs" in details and "not checked: lr" in details, details
-    assert "lr-robust" not in result.effect.replace("lr-robust across", ""), result.effect
-    gelu_reversing = judged_at("gelu", 0.002, 3.00) + judged_at("gelu", 0.001, 3.2) + judged_at("gelu", 0.004, 2.90)
-    result, details = c3(gelu_tuning + swiglu_high + gelu_reversing)
-    assert "lr-dependent across the judged lrs" in details
+    result, _ = c3(tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3}) + reversed_tuning
+                   + gelu + swiglu)
     assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped
 
 
-def test_an_optimum_next_to_a_plateau_is_named_plateau_edge_with_the_rates():
-    plateau = [{"kind": "plateau", "step": 100, "size": 60.0, "recovered": True}]
-    records = arm("gelu", RELU, 3.10) + arm("swiglu", GELU, 2.95)
-    for r in records:  # every tuning run records its instabilities; gelu's seed 8 plateaus at 0.008
-        if r["config"].get("tuning"):
-            stuck = r["config"]["ffn"]["act"] == "gelu" and r["seed"] == 8 and r["config"]["optim"]["lr"] == 8e-3
-            r["instabilities"] = plateau if stuck else []
-    result, details = c3(records)
-    assert "plateau-edge" in result.effect
-    assert "gelu: plateaued on 0 of 3 tuning seeds at its chosen lr 0.004, 1 of 3 at the next lr above" in details
-    assert "swiglu: plateaued" not in details
-    for r in records:
-        r["instabilities"] = []
-    assert "plateau-edge" not in c3(records)[0].effect
+def test_a_cell_outside_the_practice_band_that_reverses_the_sign_only_labels_the_verdict():
+    """GPT-2's init at d_model 32 starts the FFN at std 0.11, outside the band [0.4, 2]: there gelu beats swiglu,
+    and the verdict, decided in the band, stays decided with the label."""
+    base = everywhere()
+    outside = arm("gelu", GELU, 2.95, {**SHORT, **GPT2}) + arm("swiglu", RELU, 3.10, {**SHORT, **GPT2})
+    result, details = c3(base + outside)
+    assert result.verdict.verdict == SUPPORTED, result.verdict
+    assert "reverses at init std 0.11, outside practice" in result.effect
+    assert "model.init=gpt2 (init std 0.11)" in details and "shown, not deciding" in details
 
+
+def test_an_in_band_cell_that_reverses_the_sign_makes_the_verdict_inconclusive():
+    flipped = everywhere(fan_in=(2.90, 3.10))  # under the other in-band init gelu is the better one
+    result, _ = c3(flipped)
+    assert result.verdict.verdict == INCONCLUSIVE and "inconclusive (init-dependent)" in result.verdict.reason
+    assert "the inits in the practice band disagree" in result.verdict.reason
+
+
+def test_with_no_setting_in_the_practice_band_the_verdict_is_inconclusive():
+    result, _ = c3(arm("gelu", RELU, 3.10, GPT2) + arm("swiglu", GELU, 2.95, GPT2))
+    assert result.scoped.verdict == INCONCLUSIVE and "no setting in the practice band" in result.scoped.reason
+    assert "would be supported" in result.scoped.reason
+
+
+def test_the_size_check_prefers_the_cell_at_matched_tokens():
+    """d_model 64 at 6 tokens/param trains ~4× the tokens of d_model 32 at 6: the size check compares it with
+    d_model 32 at 24 tokens/param (matched tokens) where that cell exists, and says so; without it, it compares the
+    same lengths and labels the check confounded with tokens."""
+    bigger = {"model.d_model": 64, "model.n_head": 2}
+    trained = {(32, 6): 1.19e6, (32, 24): 4.77e6, (64, 6): 4.75e6}  # as mini and tiny train in cpu-robust
+
+    def with_tokens(records):
+        for r in records:
+            r["tokens"] = trained[(r["config"]["model"]["d_model"], r["config"]["trainer"]["tokens_per_param"])]
+        return records
+
+    # at d_model 64 (6 tok/param) SwiGLU loses, as at d_model 32 and 24 tok/param; at d_model 32, 6 tok/param it wins
+    at_64 = arm("gelu", GELU, 2.95, {**SHORT, **bigger}) + arm("swiglu", RELU, 3.10, {**SHORT, **bigger})
+    long_lost = arm("gelu", GELU, 2.95, LONG) + arm("swiglu", RELU, 3.10, LONG)
+    short = arm("gelu", RELU, 3.10, SHORT) + arm("swiglu", GELU, 2.95, SHORT)
+    result, details = c3(with_tokens(short + long_lost + at_64))
+    line = next(x for x in details.splitlines() if x.startswith("  - size-"))
+    assert line.startswith("  - size-robust at matched tokens (4.75M)"), line
+    assert "at d_model 64" in line and "at d_model 32" in line
+    assert "size confounded with tokens" not in result.effect
+    result, details = c3(with_tokens(short + at_64))  # no 4× cell at d_model 32: lengths matched, tokens not
+    line = next(x for x in details.splitlines() if x.startswith("  - size-"))
+    assert line.startswith("  - size-dependent at 1.19M against 4.75M tokens: size confounded with tokens"), line
+    assert "size confounded with tokens" in result.effect
