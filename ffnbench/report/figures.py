@@ -7,6 +7,7 @@ import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ffnbench.claims import Run, describe_setting, group_by, stat_of, summary_of
@@ -168,43 +169,115 @@ def fig_matched_budget(runs: list[Run], out: Path) -> str | None:
     return _save(fig, out, "matched_budget.png")
 
 
-def _mean_curve(runs: list[Run]) -> tuple[list[float], list[float]]:
-    """The seeds' mean validation curve, at the token counts every seed logged."""
-    points: dict[float, list[float]] = defaultdict(list)
-    for r in runs:
-        for tokens, loss in r.curve:
-            points[tokens].append(loss)
-    n = max((len(v) for v in points.values()), default=0)
-    xs = sorted(t for t, v in points.items() if len(v) == n)  # only where every seed has a point
-    return xs, [sum(points[t]) / n for t in xs]
+@dataclass(frozen=True)
+class Band:
+    """One variant's curve over its seeds: at each x where every seed logged a point, the mean and the lowest and
+    highest seed (the band drawn around the mean is min–max: with 2-3 seeds a standard deviation is no estimate)."""
+
+    x: list[float]
+    mean: list[float]
+    low: list[float]
+    high: list[float]
+    seeds: int
+
+
+def seed_band(curves: list[list[tuple[float, float]]]) -> Band:
+    """The Band of some seeds' curves, [(x, y), ...] each; only finite points count."""
+    per_x: dict[float, list[float]] = defaultdict(list)
+    for curve in curves:
+        for x, y in dict((x, y) for x, y in curve if math.isfinite(y)).items():
+            per_x[x].append(y)
+    xs = sorted(x for x, ys in per_x.items() if len(ys) == len(curves))
+    return Band(xs, [statistics.fmean(per_x[x]) for x in xs], [min(per_x[x]) for x in xs],
+                [max(per_x[x]) for x in xs], len(curves))
+
+
+def train_tokens_curve(r: Run) -> list[tuple[float, float]] | None:
+    """A run's training loss against tokens: the loss of the logging step's own batch, every trainer.log_every
+    steps (result.json's train_curve: [[step, loss], ...], step counted from 0). None for a record without one
+    (written before train_curve was recorded)."""
+    train = r.result.train_curve
+    if train is None:
+        return None
+    per_step = r.result.tokens_per_step
+    return [((int(step) + 1) * per_step, float(loss)) for step, loss in train
+            if loss is not None and per_step is not None]
+
+
+CURVES_CAPTION = ("Validation and training loss against training tokens, per variant of the main comparison: the mean "
+                  "over seeds as a line, the band from the lowest to the highest seed (min–max), a point at every "
+                  "validation")
+
+
+def curve_bands(runs: list[Run]) -> dict[str, tuple[Band, Band | None]]:
+    """Per variant of the main comparison (finished runs): its validation Band, and its training-loss Band (None
+    where a seed's record holds no training curve)."""
+    variants = group_by(sorted([r for r in primary_runs(runs) if r.usable], key=variant_order), lambda r: r.label)
+    bands = {}
+    for label, rs in variants.items():
+        val = seed_band([list(r.curve) for r in rs])
+        if len(val.x) < 2:
+            continue
+        train = [train_tokens_curve(r) for r in rs]
+        bands[label] = (val, seed_band(train) if all(t is not None for t in train) else None)
+    return bands
+
+
+def _log_axis(ax) -> None:
+    """A log loss axis labelled in plain numbers (2, 3, 4), not powers of ten."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_yscale("log")
+    for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+        axis(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
 def fig_curves(runs: list[Run], out: Path) -> str | None:
-    """Validation loss against training tokens, mean over seeds, per variant of the main comparison: the whole run
-    (log loss axis), and its second half zoomed, where differences of 0.02-0.1 nats are visible."""
-    variants = group_by(sorted([r for r in primary_runs(runs) if r.usable], key=variant_order), lambda r: r.label)
-    curves = {label: _mean_curve(rs) for label, rs in variants.items()}
-    curves = {k: v for k, v in curves.items() if len(v[0]) >= 2}
-    if not curves:
+    """Validation loss against training tokens per variant of the main comparison, with the seeds' band: the whole
+    run (log loss axis), its second half zoomed (where differences of 0.02-0.1 nats are visible), and the training
+    loss; a panel says so where the records hold no training curve."""
+    bands = curve_bands(runs)
+    if not bands:
         return None
     plt = _pyplot()
-    fig, (whole, late) = plt.subplots(1, 2, figsize=(11, 4.2))
-    end = max(xs[-1] for xs, _ in curves.values())
-    tail = []
-    for label, (xs, ys) in curves.items():
-        whole.plot(xs, ys, label=label, linewidth=1.2)
-        pts = [(x, y) for x, y in zip(xs, ys) if x >= end / 2]
-        late.plot([x for x, _ in pts], [y for _, y in pts], label=label, linewidth=1.2, marker=".")
-        tail += [y for _, y in pts]
-    whole.set_yscale("log")
-    whole.set_title("Validation curves (mean over seeds; log loss)", fontsize=10)
+    fig, (whole, late, train) = plt.subplots(1, 3, figsize=(15, 4.4))
+    end = max(val.x[-1] for val, _ in bands.values())
+    tail: list[float] = []
+    for i, (label, (val, tr)) in enumerate(bands.items()):
+        color = f"C{i % 10}"
+        seeds = f"{label} (n={val.seeds})"
+        whole.plot(val.x, val.mean, color=color, linewidth=1.2, marker=".", markersize=4, label=seeds)
+        whole.fill_between(val.x, val.low, val.high, color=color, alpha=0.2, linewidth=0)
+        half = [j for j, x in enumerate(val.x) if x >= end / 2]
+        if half:
+            pick = (lambda ys, half=half: [ys[j] for j in half])
+            late.plot(pick(val.x), pick(val.mean), color=color, linewidth=1.2, marker=".", label=seeds)
+            late.fill_between(pick(val.x), pick(val.low), pick(val.high), color=color, alpha=0.2, linewidth=0)
+            tail += pick(val.low) + pick(val.high)
+        if tr is not None and tr.x:
+            train.plot(tr.x, tr.mean, color=color, linewidth=1.0, label=seeds)
+            train.fill_between(tr.x, tr.low, tr.high, color=color, alpha=0.2, linewidth=0)
+    _log_axis(whole)
+    whole.set_title("Validation loss (mean, min–max band over seeds; log axis)", fontsize=9)
     if tail:
         pad = (max(tail) - min(tail)) * 0.05 or 0.01
         late.set_ylim(min(tail) - pad, max(tail) + pad)
-    late.set_title("Second half of training, zoomed", fontsize=10)
-    for ax in (whole, late):
+    late.set_title("Validation, second half of training, zoomed", fontsize=9)
+    if any(tr is not None and tr.x for _, tr in bands.values()):
+        _log_axis(train)
+        train.set_title("Training loss: the logging step's batch, every log_every steps\n"
+                        "(mean, min–max band over seeds; log axis)", fontsize=9)
+    else:
+        train.set_title("Training loss", fontsize=9)
+        train.text(0.5, 0.5, "these records hold no training-loss curve\n(result.json's train_curve: recorded by "
+                   "newer runs)", ha="center", va="center", transform=train.transAxes, fontsize=8)
+        train.set_xticks([])
+        train.set_yticks([])
+    for ax in (whole, late, train):
         ax.set_xlabel("training tokens")
-        ax.set_ylabel("validation loss (nats/token)")
+    whole.set_ylabel("validation loss (nats/token)")
+    late.set_ylabel("validation loss (nats/token)")
+    train.set_ylabel("training loss (nats/token)")
     late.legend(fontsize=6, ncol=2)
     return _save(fig, out, "curves.png")
 
@@ -420,7 +493,7 @@ FIGURES: tuple[tuple[str, Drawer], ...] = (
     ("Loss vs FFN width ratio, per activation (C1)", fig_loss_vs_ratio),
     ("Loss vs FFN parameters", fig_loss_vs_params),
     ("Matched-budget comparison with 95% CIs (C3, C4, C8, C13)", fig_matched_budget),
-    ("Validation curves", fig_curves),
+    (CURVES_CAPTION, fig_curves),
     ("Zero fraction and dead units (C5, C6)", fig_sparsity),
     ("Throughput per variant (C7, C9)", fig_throughput),
     ("Regime: each headline difference, best-vs-best, in every (size, length, init) cell", fig_regime),
