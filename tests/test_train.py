@@ -183,6 +183,21 @@ def test_every_run_of_a_multirun_process_is_compiled(cache_dir, tmp_path, monkey
         assert result.compile["frames"] == frames["ok"] and result.compile["graph_breaks"] == 0
 
 
+def test_a_compiled_run_compiles_each_function_once_for_training_and_once_for_all_its_validations(cache_dir, tmp_path,
+                                                                                                  monkeypatch):
+    # Validation at step 0, inside fit and at the end (the final set included) runs one evaluation graph per compiled
+    # function (the blocks' forward, the loss head), beside the training graph: under Lightning's inference_mode the
+    # step-0 and final validations compiled a third graph each, and the final set's per-token loss a fourth (7 graphs,
+    # 5 recompiles). The "eager" backend: dynamo's guards and caching are the backend's own business, not inductor's.
+    compile_ = torch.nn.Module.compile
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: compile_(self, backend="eager", **kw))
+    result = train(micro(cache_dir, tmp_path / "run", "trainer.compile=true", "trainer.max_steps=20"))
+    assert [c["step"] for c in result.curve] == [0, 10, 20] and result.val_windows  # every kind of validation ran
+    assert result.compile["compiled"] and result.compile["graph_breaks"] == 0
+    assert result.compile["compiles_per_frame"] == [2, 2]  # the blocks' forward, the loss head: no_grad, then grad
+    assert result.compile["graphs"] == 4 and result.compile["recompiles"] == 2  # one a function
+
+
 def test_cli_trains_and_prints_where_the_result_is(cache_dir, tmp_path):
     out = run_cli(*MICRO, "trainer.max_steps=10", f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'cli'}")
     assert out.returncode == 0, out.stderr[-2000:]

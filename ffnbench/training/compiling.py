@@ -36,7 +36,10 @@ class CompileWatch:
         compiled: every frame dynamo was handed was compiled (none fell back to eager);
         frames: frames compiled; eager_frames: frames that fell back to eager (a recompile limit hit, an error);
         graphs: graphs captured; graph_breaks: breaks inside them; recompiles: compilations of a frame already
-        compiled once (a run has a few as warm-up: validation without gradients, then training with them)."""
+        compiled once; compiles_per_frame: the compilations of each frame (the blocks' forward, the loss head), in the
+        order dynamo met them. A run compiles each frame at most twice: one evaluation graph (no_grad; every
+        validation of the run) and one training graph. More is a recompile that costs a run time (a new shape, a
+        changed guard): `make gpu-check` fails such a run."""
         if not self.enabled:
             return {"enabled": False}
         (frames, stats, breaks), (frames0, stats0, breaks0) = _dynamo_state(), self._start
@@ -52,4 +55,5 @@ class CompileWatch:
             "graphs": stats["unique_graphs"],
             "graph_breaks": sum(breaks.values()),
             "recompiles": sum(per_frame.values()) - len(per_frame) if per_frame is not None else None,
+            "compiles_per_frame": list(per_frame.values()) if per_frame is not None else None,
         }

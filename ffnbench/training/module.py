@@ -312,12 +312,13 @@ class LMModule(L.LightningModule):
         if self._skip_validation:
             return
         x, y, *final = batch  # a batch of the final set carries a marker (data.batches.FINAL_MARK)
+        # Both sets take one path, each token's loss (chunked where the loss is: model.LossHead): a compiled model
+        # compiles one evaluation graph per function, beside its training graph, not one per reduction.
+        per_token = self.model(x, y, reduction="none")
         if not final:
-            loss = self.model(x, y)
-            self._val_sum += loss.double() * y.numel()
+            self._val_sum += per_token.double().sum()
             self._val_count += y.numel()
             return
-        per_token = self.model(x, y, reduction="none")  # chunked where the loss is (model.LossHead)
         self._final_sum += per_token.double().sum()
         self._final_count += y.numel()
         self._final_windows.append(per_token.view(y.shape).double().mean(dim=1))
