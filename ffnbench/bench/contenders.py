@@ -4,6 +4,7 @@ user's run) and the minimal hand-written PyTorch loop over the same model, batch
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import itertools
 import logging
@@ -51,20 +52,40 @@ def run_train(cfg, callbacks: list) -> RunResult:
 
 def pipeline_overrides(session: BenchSession, model: str, batch_size: int | None = None) -> list[str]:
     """The user's command for this model on this device (progress bar on), with the CSV logger only, plus what keeps
-    a benchmark run short: a small fixed validation set, and validation and checkpoints only outside the timed window
-    (at step 0 and at the end). Not wandb: its threads outlive the run (an asyncio loop, telemetry exporters) and
-    would perturb every later measurement in this process; its start-up is measured by the startup benchmark."""
+    a benchmark run short: a small fixed validation set of whole training batches (val_set_tokens), and validation
+    and checkpoints only outside the timed window (at step 0 and at the end). Not wandb: its threads outlive the run
+    (an asyncio loop, telemetry exporters) and would perturb every later measurement in this process; its start-up
+    is measured by the startup benchmark."""
+    val_tokens = val_set_tokens(session, model, batch_size)
     return [
         f"model={model}",
         *session.trainer_overrides(),
         "logger=csv",
         "trainer.val_every=1000000",
         "trainer.ckpt_every=1000000",
-        f"data.val_tokens={session.val_tokens}",
-        f"data.final_val_tokens={session.val_tokens}",  # the final validation is not timed: keep it short
+        f"data.val_tokens={val_tokens}",
+        f"data.final_val_tokens={val_tokens}",  # the final validation is not timed: keep it short
         f"data.cache_dir={session.cache_dir}",
         *([f"data.batch_size={batch_size}"] if batch_size else []),
     ]
+
+
+@functools.cache
+def batch_shape(model: str, batch_size: int | None = None) -> tuple[int, int]:
+    """(global batch, seq_len) of a training batch of the model preset `model` at `batch_size` (None: the user's)."""
+    from ffnbench.config.compose import compose
+
+    cfg = compose([f"model={model}", *([f"data.batch_size={batch_size}"] if batch_size else [])])
+    return int(cfg.data.batch_size), int(cfg.model.seq_len)
+
+
+def val_set_tokens(session: BenchSession, model: str, batch_size: int | None = None) -> int:
+    """A benchmark run's validation set: session.val_tokens rounded up to whole training batches. A compiled block
+    that meets a second batch size (a validation set smaller than a batch, or a smaller last batch) is recompiled
+    by dynamo with a symbolic batch (automatic dynamic shapes) and trains on that graph, which no sweep run compiles:
+    a sweep's validation sets are whole batches (conf/experiment/_gpu.yaml)."""
+    batch, seq_len = batch_shape(model, batch_size)
+    return -(-session.val_tokens // (batch * seq_len)) * batch * seq_len
 
 
 def whole_batches(overrides: list[str], *steps: int) -> tuple[int, ...]:

@@ -1,40 +1,55 @@
-"""`make gpu-check` (`python -m ffnbench.bench.gpucheck`): a GPU machine checked end to end in one script, sized
-for at most about 8 minutes on one GPU, its findings written to experiments/bench/<gpu>/gpucheck.json (next to the
-overhead, mfu and alignment records that `make bench` writes there too):
+"""`make gpu-check` (`python -m ffnbench.bench.gpucheck`): a GPU machine checked end to end in one script, sized to
+finish within TIME_BUDGET_S on one GPU, its findings written to <out>/<gpu>/gpucheck.json after every check:
 
-  1 software   torch, CUDA, the NVIDIA driver, cuDNN, Triton, the GPUs, their compute capability, the precision
-  2 training   `small` and `base` for a few hundred steps each under trainer=gpu (mixed precision, every block
-               compiled), and the GPU sweeps' own shape (`small` with an 8192-token BPE vocabulary: the head and
-               loss weigh), through ffnbench.train.train() as a user's run; fails if a block ran eager (a graph
-               break, a frame dynamo gave up on) or was recompiled after warm-up (dynamo's counters); MFU against the
-               datasheet dense peak (throughput.GPU_PEAK_FLOPS), causal attention counted as computed
-  3 overhead   the pipeline ÷ hand-loop ratio (bench/overhead.py) and MFU of both (bench/mfu.py), on the GPU
-  4 alignment  claim C9's benchmark (bench/alignment.py), on the GPU
-  5 ddp        with two GPUs visible: a 2-process DDP run (trainer=ddp trainer.devices=2, compiled)
+  software   torch, CUDA, the NVIDIA driver, cuDNN, Triton, the GPUs, their compute capability, the precision
+  process    a sweep run's process start: the interpreter, the imports, Hydra's composition (a subprocess)
+  train ×3   the GPU sweeps' own shapes (conf/experiment/_gpu.yaml: `small` and the size arm's `base`, an 8192-token
+             BPE vocabulary, batch 64; `small` with SwiGLU) through ffnbench.train.train() as a sweep's run, under
+             trainer=gpu (mixed precision, blocks compiled), each in a folder of its own (gpucheck_train): fails a
+             run whose blocks ran eager (a graph break, a frame dynamo gave up on), compiled after warm-up, compiled
+             a symbolic (dynamic) shape, or compiled more than one training and one evaluation graph per function
+             (result.json's compile record); records its MFU against the datasheet dense peak, the host-device
+             syncs per step (torch.cuda.set_sync_debug_mode("warn")) and its fixed costs (start to first step,
+             compile seconds, a validation pass, a checkpoint)
+  overhead   the pipeline ÷ hand-loop ratio at the sweep's small shape (bench/overhead_compare.compare)
+  alignment  claim C9's benchmark (bench/alignment.py; alignment.json next to gpucheck.json)
+  ddp        with two GPUs visible: a 2-process DDP run (trainer=ddp trainer.devices=2, compiled)
 
-Exit status 0 when every check passed, 1 when one failed; without a GPU, 2 and one line that says why none is
-visible (a CPU-only torch, a driver older than the wheel's CUDA, hidden GPUs)."""
+and the `price` block the sweep's price reads (gpucheck_price: MFU and a run's fixed overhead per model group).
+A check that would start past the time budget is recorded as skipped; one that raises is recorded as failed and
+the next one runs.
+
+--cpu-smoke runs the same control flow on the CPU at micro scale (every check; the CUDA-only calls skipped or
+substituted, and each row says so) and writes <out>/gpucheck.json.
+
+Exit status 0 when every check passed, 1 when one failed or was skipped; without a GPU (and without --cpu-smoke), 2
+and one line that says why none is visible (a CPU-only torch, a driver older than the wheel's CUDA, hidden GPUs)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import math
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 import ffnbench.bench.alignment as alignment
-import ffnbench.bench.mfu as mfu
-import ffnbench.bench.overhead as overhead
 from ffnbench.bench.cli import DEFAULT_OUT, default_cache_dir, machine, run_benchmarks, sizes_for
+from ffnbench.bench.contenders import val_set_tokens
+from ffnbench.bench.gpucheck_price import PRICE_EXPERIMENT, price_block, process_start, sweep_run
+from ffnbench.bench.gpucheck_train import Shape, train_check, train_detail, train_overrides
 from ffnbench.bench.session import BenchSession
 from ffnbench.cli import user_errors_exit
 from ffnbench.config.schema import TrainerConfig
@@ -42,104 +57,154 @@ from ffnbench.errors import ConfigError
 from ffnbench.placement import nvidia_driver_version, resolve_device_setup, resolve_precision, why_no_cuda
 from ffnbench.runs.provenance import git_revision
 
-TIME_BUDGET_S = 480  # what the sizes below aim at on one datacenter GPU; the record says what it took
-TRAIN_MODELS = ("small", "base")
-SWEEP_EXPERIMENT = "activations"  # a GPU claim experiment: what its runs train is what gpu-check times
+TIME_BUDGET_S = 480  # what the plan below is sized for on one H100 (docs/benchmarks.md: the estimate)
+SWEEP_EXPERIMENT = PRICE_EXPERIMENT  # a GPU claim experiment: what its runs train is what gpu-check trains
+GELU, SWIGLU = ("ffn=gelu", "ffn.budget=4"), ("ffn=swiglu", "ffn.budget=4")  # as the experiment compares them
 
 
-def sweep_shape(experiment: str = SWEEP_EXPERIMENT) -> tuple[str, list[str]]:
-    """The shape the GPU sweeps train, read from the composed experiment (conf/experiment/_gpu.yaml): its model, its
-    tokenizer and vocabulary (where the tied head and the loss are a large share of a step) and its batch size; on
-    Shakespeare, which needs no download, its BPE trained offline."""
+@dataclass(frozen=True)
+class Plan:
+    """What one gpu-check does.
+
+    Args:
+        mode: gpu (the real check), quick (a short one on a GPU) or cpu-smoke (its control flow on the CPU).
+        shapes: the training checks, in order.
+        compare: the overhead check's shape, timed as (warm-up steps, steps per window, windows).
+        compare_steps: those steps.
+        ddp_steps: the DDP check's steps.
+        price_runs: model group → the overrides of the sweep run of `SWEEP_EXPERIMENT` it prices.
+        sizes: the benchmarks' sizes (BenchSession.sizes; the alignment benchmark's are used).
+        compile: compile the blocks (False only in the control flow's fast test, on a CPU).
+        substitutions: what this plan does instead of the GPU's check, each said in the record.
+    """
+
+    mode: str
+    shapes: tuple[Shape, ...]
+    compare: Shape
+    compare_steps: tuple[int, int, int]
+    ddp_steps: int
+    price_runs: dict[str, list[str]]
+    sizes: dict[str, Any] = field(default_factory=dict)
+    compile: bool = True
+    substitutions: tuple[str, ...] = ()
+
+
+def sweep_shapes(experiment: str = SWEEP_EXPERIMENT, quick: bool = False) -> tuple[Shape, ...]:
+    """The shapes the GPU sweeps train, read from the composed experiment (conf/experiment/_gpu.yaml): its model
+    (small), the size arm's base, its tokenizer and vocabulary (where the tied head and the loss weigh) and its batch
+    size; on Shakespeare, which needs no download, its BPE trained offline. small and base price their groups; small
+    with SwiGLU checks a gated FFN compiles as cleanly. `quick`: fewer steps."""
     from ffnbench.config.compose import compose
 
     cfg = compose([f"experiment={experiment}"])
-    return str(cfg.model.name), [f"data.tokenizer={cfg.data.tokenizer}", f"data.vocab_size={cfg.data.vocab_size}",
-                                 f"data.batch_size={cfg.data.batch_size}"]
-TRAIN_STEPS, WARMUP_STEPS = 300, 20  # per model; recompiles are counted after the warm-up steps
-DDP_STEPS = 100
-
-
-def check_sizes(quick: bool) -> dict[str, Any]:
-    """The benchmarks' sizes here (BenchSession.sizes): `make bench`'s GPU sizes cut to fit the time budget
-    (`quick`: a smoke run)."""
+    model, batch = str(cfg.model.name), int(cfg.data.batch_size)
+    data = (f"data.tokenizer={cfg.data.tokenizer}", f"data.vocab_size={cfg.data.vocab_size}")
     if quick:
-        return sizes_for(True, True)
+        steps = {"small": (60, 10, 30), "base": (40, 10, 20), "swiglu": (40, 10, 20)}
+    else:  # every: one validation and checkpoint mid-run, timed warm; base's steps are ~10x small's
+        steps = {"small": (300, 20, 150), "base": (120, 20, 60), "swiglu": (150, 20, 80)}
+    return (Shape(model, model, batch, (*data, *GELU), *steps["small"], group=model),
+            Shape("base", "base", batch, (*data, *GELU), *steps["base"], group="base"),
+            Shape(f"{model}-swiglu", model, batch, (*data, *SWIGLU), *steps["swiglu"]))
+
+
+def gpu_plan(quick: bool = False) -> Plan:
+    """The real check (`quick`: a short one): the sweeps' shapes, the overhead at the small one, C9, DDP."""
+    shapes = sweep_shapes(quick=quick)
+    sizes = sizes_for(True, True) if quick else check_sizes()
+    return Plan("quick" if quick else "gpu", shapes, shapes[0], (10, 20, 4) if quick else (20, 50, 10),
+                40 if quick else 100, {s.group: [f"model={s.model}", *GELU] for s in shapes if s.group}, sizes)
+
+
+def smoke_plan(compile: bool = True, steps: int = 40) -> Plan:
+    """gpu-check's control flow on the CPU at micro scale: the three training checks on micro models standing for
+    the sweep's shapes (byte tokens, batch 8: no BPE to train), each in its folder, `steps` steps (a multiple of
+    20: a validation and a checkpoint mid-run); the overhead at micro; the alignment at its quick sizes; DDP on 2
+    gloo processes. `compile=False` trains eager (the control flow's fast test)."""
+    every = steps // 2
+    shapes = (Shape("small", "micro", 8, GELU, steps, 10, every, group="small"),
+              Shape("base", "micro", 8, ("model.n_layer=3", *GELU), steps, 10, every, group="base"),
+              Shape("small-swiglu", "micro", 8, SWIGLU, steps, 10, every))
+    subs = ["micro models (2 and 3 layers, byte tokens, batch 8) stand for the sweep's small and base",
+            "MFU against the CPU's probed fp32 peak, not a GPU's datasheet peak",
+            "host-device syncs not counted (torch.cuda.set_sync_debug_mode is CUDA only)",
+            "DDP on 2 CPU processes (gloo), not 2 GPUs",
+            "the price block is computed from micro figures: not a price (its gpu is null)"]
+    if not compile:
+        subs.append("eager (compile off): the compile judgements are skipped")
+    return Plan("cpu-smoke", shapes, shapes[0], (10, 10, 2), 20,
+                {"small": ["model=small", *GELU], "base": ["model=base", *GELU]}, sizes_for(True, False), compile,
+                tuple(subs))
+
+
+def check_sizes() -> dict[str, Any]:
+    """The benchmarks' sizes in gpu-check (BenchSession.sizes): `make bench`'s GPU sizes, the alignment benchmark's
+    repetitions cut to fit the time budget."""
     full = sizes_for(False, True)
-    o, m, a = full[overhead.NAME], full[mfu.NAME], full[alignment.NAME]
-    return {**full,
-            overhead.NAME: dataclasses.replace(o, models=("small",), steps={**o.steps, "small": (20, 50, 12)}, reps=3),
-            mfu.NAME: dataclasses.replace(m, models=(("small", 32), ("base", 8)),
-                                          steps={"small": (20, 100), "base": (10, 40)}, reps=2),
-            alignment.NAME: dataclasses.replace(a, reps=9)}
+    return {**full, alignment.NAME: dataclasses.replace(full[alignment.NAME], reps=9)}
 
 
-# ---- dynamo's counters: did every block run compiled, and compile only in warm-up? ----------------------------
+# ---- the record, written after every check -------------------------------------------------------------------
 
 
-def dynamo_snapshot() -> dict[str, Any]:
-    """What torch._dynamo has counted so far in this process (the counters only grow; compare two snapshots)."""
-    from torch._dynamo.utils import counters
+class Checklist:
+    """gpu-check's checks, run in order, each recorded as it ends: gpucheck.json is rewritten (atomically) after
+    every one, so a crash or a kill keeps what was measured. A check that would start past the time budget is
+    recorded as "skipped: time budget"; one that raises is recorded as failed, and the next one runs.
 
-    return {"graphs": counters["stats"]["unique_graphs"], "frames": counters["frames"]["total"],
-            "frames_ok": counters["frames"]["ok"], "graph_breaks": dict(counters["graph_break"]),
-            "unimplemented": dict(counters["unimplemented"])}
-
-
-def compile_problems(start: dict[str, Any], warm: dict[str, Any], end: dict[str, Any]) -> list[str]:
-    """What went wrong with compilation between three dynamo snapshots (dynamo_snapshot): the run's start, the end of
-    its warm-up, its end. Empty when every compiled frame ran as a graph and nothing was compiled after warm-up.
-
-    - nothing compiled at all: compile was asked for, so the blocks ran eager;
-    - a graph break: part of a block ran eager between graphs;
-    - a frame dynamo gave up on (an error, or the recompile limit hit): that frame ran eager from then on;
-    - a graph compiled after warm-up: a recompile in the timed steps (its cost is in the measured throughput).
+    Args:
+        out: the folder gpucheck.json goes to.
+        record: the record; its `checks` list gets a row per check.
+        budget_s: seconds from the start after which no check starts.
+        update: called before every write (the price block is worked out from the rows so far).
+        clock: seconds, monotonic.
     """
-    problems = []
-    if end["graphs"] == start["graphs"]:
-        problems.append("nothing was compiled: every block ran eager")
-    breaks = {k: v - start["graph_breaks"].get(k, 0) for k, v in end["graph_breaks"].items()}
-    breaks = {k: v for k, v in breaks.items() if v > 0}
-    if breaks:
-        problems.append(f"{sum(breaks.values())} graph break(s), part of a block ran eager: "
-                        + "; ".join(f"{k[:120]} (×{v})" for k, v in breaks.items()))
-    failed = (end["frames"] - start["frames"]) - (end["frames_ok"] - start["frames_ok"])
-    if failed > 0:
-        why = {k: v - start["unimplemented"].get(k, 0) for k, v in end["unimplemented"].items()}
-        why_text = "; ".join(k[:120] for k, v in why.items() if v > 0)
-        problems.append(f"{failed} frame(s) dynamo gave up on ran eager" + (f": {why_text}" if why_text else ""))
-    late = end["graphs"] - warm["graphs"]
-    if late > 0:
-        problems.append(f"{late} graph(s) compiled after warm-up (a recompile in the timed steps)")
-    return problems
+
+    def __init__(self, out: Path, record: dict[str, Any], budget_s: float, update: Callable[[], None] = lambda: None,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.out, self.record, self.budget_s, self.update, self.clock = out, record, budget_s, update, clock
+        self.started = clock()
+        record.setdefault("checks", [])
+
+    def run(self, name: str, check: Callable[[], tuple[bool, str]]) -> None:
+        """Run `check` (it returns (passed, a line of detail) and puts its figures in the record) unless the
+        budget is spent; record its row; write the record."""
+        elapsed = self.clock() - self.started
+        if elapsed > self.budget_s:
+            row = {"check": name, "ok": False, "skipped": "time budget",
+                   "detail": f"skipped: time budget ({elapsed:.0f} s spent of {self.budget_s:.0f} s)"}
+        else:
+            start = self.clock()
+            try:
+                ok, detail = check()
+            except Exception as e:  # recorded; the checks after it still run
+                ok, detail = False, f"failed: {type(e).__name__}: {' '.join(str(e).split())[:2000]}"
+            row = {"check": name, "ok": bool(ok), "detail": detail, "seconds": self.clock() - start}
+        self.record["checks"].append(row)
+        print_checks([row])
+        self.write()
+
+    def write(self, finished: bool = False) -> Path:
+        self.update()
+        checks = self.record["checks"]
+        self.record.update(ok=bool(checks) and all(c["ok"] for c in checks), finished=finished,
+                           elapsed_s=self.clock() - self.started)
+        return write_record(self.out, self.record)
 
 
-def dynamo_watch(warmup_steps: int):
-    """A Lightning callback that snapshots dynamo's counters at the start of fit, after `warmup_steps` optimizer
-    steps and at the end of fit (validation after it excluded); `problems()` judges them."""
-    import lightning as L
+def write_record(out_dir: Path, record: dict[str, Any]) -> Path:
+    """gpucheck.json in `out_dir` (atomic, NaN as null)."""
+    from ffnbench.fileio import write_json_atomic
 
-    class DynamoWatch(L.Callback):
-        def __init__(self) -> None:
-            self.snapshots: dict[str, dict[str, Any]] = {}
+    path = Path(out_dir) / "gpucheck.json"
+    write_json_atomic(path, record)
+    return path
 
-        def on_train_start(self, trainer, pl_module) -> None:
-            self.snapshots["start"] = dynamo_snapshot()
 
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-            if trainer.global_step >= warmup_steps and "warm" not in self.snapshots:  # at a batch's end
-                self.snapshots["warm"] = dynamo_snapshot()
-
-        def on_train_end(self, trainer, pl_module) -> None:
-            self.snapshots["end"] = dynamo_snapshot()
-            self.snapshots.setdefault("warm", self.snapshots["end"])  # a run shorter than its warm-up
-
-        def problems(self) -> list[str]:
-            if set(self.snapshots) != {"start", "warm", "end"}:
-                return ["the run did not train (no snapshot of dynamo's counters)"]
-            return compile_problems(self.snapshots["start"], self.snapshots["warm"], self.snapshots["end"])
-
-    return DynamoWatch()
+def print_checks(checks: list[dict[str, Any]]) -> None:
+    for c in checks:
+        print(f"  {'ok  ' if c['ok'] else 'SKIP' if c.get('skipped') else 'FAIL'}  {c['check']}: {c['detail']}",
+              flush=True)
 
 
 # ---- the checks -------------------------------------------------------------------------------------------------
@@ -150,53 +215,60 @@ def gpu_label(device_name: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", device_name.lower())) or "gpu"
 
 
-def software() -> dict[str, Any]:
-    """torch, CUDA, driver, cuDNN, Triton and the GPUs, as the records keep them."""
+def software(gpu: bool) -> dict[str, Any]:
+    """torch, CUDA, driver, cuDNN, Triton and the GPUs, as the records keep them (on the CPU: no GPU, fp32)."""
     from ffnbench.runs.provenance import versions
 
     gpus = [{"index": i, "name": torch.cuda.get_device_name(i),
              "capability": ".".join(map(str, torch.cuda.get_device_capability(i))),
              "memory_gib": round(torch.cuda.get_device_properties(i).total_memory / 2**30, 1)}
-            for i in range(torch.cuda.device_count())]
-    return {"torch": torch.__version__, "cuda": torch.version.cuda, "driver": nvidia_driver_version(),
-            "cudnn": torch.backends.cudnn.version(), "triton": versions().get("triton"),
-            "arch_list": torch.cuda.get_arch_list(), "precision": resolve_precision("gpu", "auto"), "gpus": gpus}
+            for i in range(torch.cuda.device_count())] if gpu else []
+    return {"torch": torch.__version__, "cuda": torch.version.cuda, "driver": nvidia_driver_version() if gpu else None,
+            "cudnn": torch.backends.cudnn.version() if gpu else None, "triton": versions().get("triton"),
+            "arch_list": torch.cuda.get_arch_list() if gpu else [],
+            "precision": resolve_precision("gpu" if gpu else "cpu", "auto"), "gpus": gpus}
 
 
-def train_check(session: BenchSession, model: str, steps: int, warmup: int,
-                extra: list[str] | None = None) -> dict[str, Any]:
-    """One compiled training run of `model` as trainer=gpu trains it (a fresh dynamo, as a fresh process has), watched
-    by dynamo_watch: its status, tokens/s, MFU against the datasheet peak, and what went wrong with compilation."""
-    from ffnbench.bench.contenders import pipeline_overrides
+def flops_per_token(session: BenchSession, shape: Shape) -> float:
+    """Training FLOPs per token of `shape`, causal attention counted as computed (as ThroughputMonitor counts)."""
     from ffnbench.config.compose import compose
-    from ffnbench.train import train
+    from ffnbench.config.schema import model_config
+    from ffnbench.data.tokenizer import vocab_size_for
+    from ffnbench.model.accounting import count_flops
 
-    torch._dynamo.reset()
-    watch = dynamo_watch(warmup)
-    run_dir = session.work / "train" / model
-    cfg = compose([*pipeline_overrides(session, model), "trainer.compile=true", f"trainer.max_steps={steps}",
-                   "trainer.progress_bar=false", f"run_dir={run_dir}", *(extra or [])])
-    started = time.perf_counter()
-    result = train(cfg, callbacks=[watch])
-    thr = result.throughput or {}
-    problems = watch.problems()
-    if result.status != "finished":
-        problems.insert(0, f"the run ended {result.status}: {result.error}")
-    return {"model": model, "overrides": list(extra or []), "steps": steps, "warmup_steps": warmup,
-            "status": result.status,
-            "precision": result.hardware.get("precision"), "tokens_per_step": result.tokens_per_step,
-            "tokens_per_s": thr.get("tokens_per_s"), "mfu": thr.get("mfu"), "peak_flops": thr.get("peak_flops"),
-            "peak_source": thr.get("peak_source"), "final_val_loss": result.metric("final_val_loss"),
-            "dynamo": watch.snapshots.get("end"), "problems": problems, "seconds": time.perf_counter() - started}
+    cfg = compose(train_overrides(session, shape, session.work / "unused", compile=False))
+    return count_flops(model_config(cfg, vocab_size_for(cfg.data)), causal=True).training
 
 
-def ddp_check(session: BenchSession, steps: int) -> dict[str, Any]:
-    """A 2-process DDP run of `small`, compiled, as `python -m ffnbench.train trainer=ddp trainer.devices=2`."""
+def overhead_check(session: BenchSession, plan: Plan, peak: float | None) -> dict[str, Any]:
+    """The pipeline and the hand loop side by side inside one run at the plan's compare shape
+    (overhead_compare.compare), compiled as the training checks are (the inductor cache makes it a recompile of
+    graphs already built), without the FFN statistics' timing; both contenders' MFU against `peak`."""
+    from ffnbench.bench.overhead_compare import RATIO_GOAL, compare
+
+    shape = plan.compare
+    options = [*shape.extra, f"trainer.compile={str(plan.compile).lower()}"]
+    row = compare(session, shape.model, plan.compare_steps, options, gpu_sized=True, stats_reps=0, batch=shape.batch)
+    flops = flops_per_token(session, shape)
+    pipe, hand = row["pipeline_tokens_per_s"]["median"], row["hand_tokens_per_s"]["median"]
+    return {"label": shape.label, "model": shape.model, "batch_size": row["batch_size"], "options": options,
+            "steps": list(plan.compare_steps), "ratio": row["ratio"], "ratio_iqr_share": row["ratio_iqr_share"],
+            "goal": RATIO_GOAL, "meets_goal": row["meets_goal"], "pipeline_tokens_per_s": row["pipeline_tokens_per_s"],
+            "hand_tokens_per_s": row["hand_tokens_per_s"], "hand_ms_per_step": row["hand_ms_per_step"],
+            "pipeline_ms_per_step_extra": row["pipeline_ms_per_step_extra"], "flops_per_token": flops,
+            "pipeline_mfu": pipe * flops / peak if peak else None, "hand_mfu": hand * flops / peak if peak else None}
+
+
+def ddp_check(session: BenchSession, shape: Shape, steps: int, compile: bool) -> dict[str, Any]:
+    """A 2-process DDP run of `shape`, as `python -m ffnbench.train trainer=ddp trainer.devices=2` (on a CPU: two
+    gloo processes)."""
     run_dir = session.work / "ddp"
-    command = [sys.executable, "-m", "ffnbench.train", "model=small", "trainer=ddp", "trainer.devices=2",
-               "trainer.compile=true", f"trainer.max_steps={steps}", "trainer.val_every=1000000",
+    val_tokens = val_set_tokens(session, shape.model, shape.batch)
+    command = [sys.executable, "-m", "ffnbench.train", f"model={shape.model}", f"data.batch_size={shape.batch}",
+               *shape.extra, "trainer=ddp", "trainer.devices=2", *([] if session.gpu else ["trainer.accelerator=cpu"]),
+               f"trainer.compile={str(compile).lower()}", f"trainer.max_steps={steps}", "trainer.val_every=1000000",
                "trainer.ckpt_every=1000000", "trainer.progress_bar=false", "logger=csv",
-               f"data.val_tokens={session.val_tokens}", f"data.final_val_tokens={session.val_tokens}",
+               f"data.val_tokens={val_tokens}", f"data.final_val_tokens={val_tokens}",
                f"data.cache_dir={session.cache_dir}", f"run_dir={run_dir}"]
     started = time.perf_counter()
     try:
@@ -224,106 +296,155 @@ def ddp_problems(returncode: int | None, result: dict, tail: str, asked: int) ->
     return []
 
 
-def summarize(benchmarks: dict[str, dict]) -> dict[str, Any]:
-    """The figures gpucheck.json quotes from the benchmark records (the records themselves sit next to it)."""
-    out: dict[str, Any] = {}
-    if "overhead" in benchmarks:
-        out["overhead"] = [{"model": r["model"], "ratio": r["ratio"]["median"], "ratio_iqr": r["ratio"]["iqr"],
-                            "pipeline_tokens_per_s": r["pipeline_tokens_per_s"]["median"],
-                            "hand_tokens_per_s": r["hand_tokens_per_s"]["median"]}
-                           for r in benchmarks["overhead"]["rows"]]
-    if "mfu" in benchmarks:
-        out["mfu"] = [{"model": r["model"], "pipeline_mfu": (r["pipeline_mfu"] or {}).get("median"),
-                       "hand_mfu": (r["hand_mfu"] or {}).get("median"), "peak_flops": r["peak_flops"]}
-                      for r in benchmarks["mfu"]["rows"]]
-    if "alignment" in benchmarks:
-        out["alignment"] = [{"d_ff": r["d_ff"], "ms": r["ms_median"], "ns_per_param": r["ns_per_param"]}
-                            for r in benchmarks["alignment"]["rows"]]
-    return out
+def alignment_summary(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The figures gpucheck.json quotes from alignment.json (which sits next to it)."""
+    return [{"d_ff": r["d_ff"], "ms": r["ms_median"], "ns_per_param": r["ns_per_param"]} for r in record["rows"]]
 
 
-def write_record(out_dir: Path, record: dict[str, Any]) -> Path:
-    """gpucheck.json in `out_dir` (atomic, NaN as null)."""
-    from ffnbench.fileio import write_json_atomic
-
-    path = Path(out_dir) / "gpucheck.json"
-    write_json_atomic(path, record)
-    return path
+def keep_result(row: dict[str, Any], out: Path) -> None:
+    """A training check's result.json, kept under <out>/train/<its folder>/ (the run folder is scratch)."""
+    source = Path(row["run_dir"]) / "result.json"
+    if source.exists():
+        target = out / "train" / Path(row["run_dir"]).name / "result.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
 
 
 def require_gpu() -> None:
     """A ConfigError (one line, exit 2) when CUDA sees no GPU here, saying why."""
     if not torch.cuda.is_available():
-        raise ConfigError(f"make gpu-check needs a CUDA GPU; none is visible here ({why_no_cuda()})")
+        raise ConfigError(f"make gpu-check needs a CUDA GPU; none is visible here ({why_no_cuda()}); "
+                          "--cpu-smoke runs its control flow on the CPU")
 
 
-def _print_checks(checks: list[dict[str, Any]]) -> None:
-    for c in checks:
-        print(f"  {'ok  ' if c['ok'] else 'FAIL'}  {c['check']}: {c['detail']}")
+def run_checks(plan: Plan, device: torch.device, out: Path, label: str, command: list[str], budget_s: float,
+               cache_dir: Path | None = None) -> dict[str, Any]:
+    """Run `plan` on `device`: every check in order, its row printed and gpucheck.json written to `out` after each.
+    Returns the record (its `ok`: every check passed)."""
+    gpu = device.type == "cuda"
+    header = {"machine": machine(label, "gpu" if gpu else "cpu"),
+              "command": shlex.join(["python", "-m", "ffnbench.bench.gpucheck", *command]), "git": git_revision()}
+    gpu_name = header["machine"].get("gpu")
+    runs = {group: sweep_run(SWEEP_EXPERIMENT, overrides) for group, overrides in plan.price_runs.items()}
+    record: dict[str, Any] = {
+        **header, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "mode": plan.mode, "quick": plan.mode != "gpu",
+        "substitutions": list(plan.substitutions),
+        "time_budget_s": budget_s if math.isfinite(budget_s) else None,
+        "plan": {"shapes": [dataclasses.asdict(s) for s in plan.shapes], "compare": plan.compare.label,
+                 "compare_steps": list(plan.compare_steps), "ddp_steps": plan.ddp_steps, "compile": plan.compile},
+        "software": None, "process_start": None, "training": [], "overhead": None, "alignment": None, "ddp": None,
+        "price": None, "checks": []}
+
+    def update_price() -> None:
+        process_s = (record["process_start"] or {}).get("seconds")
+        record["price"] = price_block(gpu_name, record["training"], process_s, runs)
+
+    out.mkdir(parents=True, exist_ok=True)
+    checks = Checklist(out, record, budget_s, update_price)
+    sw = record["software"] = software(gpu)
+    print(f"ffnbench gpu-check [{plan.mode}] → {out / 'gpucheck.json'}\n  torch {sw['torch']} (CUDA {sw['cuda']}, "
+          f"cuDNN {sw['cudnn']}, Triton {sw['triton']}), NVIDIA driver {sw['driver']}, precision {sw['precision']}")
+    for g in sw["gpus"]:
+        print(f"  GPU {g['index']}: {g['name']} (compute capability {g['capability']}, {g['memory_gib']} GiB)")
+    for s in plan.substitutions:
+        print(f"  substituted: {s}")
+    with tempfile.TemporaryDirectory(prefix="ffnbench-gpucheck-") as work:
+        session = BenchSession(device=device, quick=plan.mode != "gpu", sizes=plan.sizes, work=Path(work),
+                               cache_dir=cache_dir or default_cache_dir())
+
+        def software_check() -> tuple[bool, str]:
+            gpus = ", ".join(g["name"] for g in sw["gpus"]) or "no GPU (substituted: the CPU)"
+            return True, f"torch {sw['torch']}, CUDA {sw['cuda']}, {gpus}, {sw['precision']}"
+
+        def process_check() -> tuple[bool, str]:
+            record["process_start"] = process_start([f"experiment={SWEEP_EXPERIMENT}"])
+            return True, f"{record['process_start']['seconds']:.1f} s to compose a sweep run's config"
+
+        def training(shape: Shape) -> Callable[[], tuple[bool, str]]:
+            def check() -> tuple[bool, str]:
+                row = train_check(session, shape, compile=plan.compile)
+                record["training"].append(row)
+                keep_result(row, out)
+                return not row["problems"], train_detail(row)
+
+            return check
+
+        def overhead() -> tuple[bool, str]:
+            peak = next((r["peak_flops"] for r in record["training"] if r.get("peak_flops")), None)
+            o = record["overhead"] = overhead_check(session, plan, peak)
+            met = "met" if o["meets_goal"] else "not met"
+            mfu = f", MFU {o['pipeline_mfu']:.3f} vs {o['hand_mfu']:.3f}" if o["hand_mfu"] else ""
+            return True, (f"pipeline ÷ hand loop {o['ratio']['median']:.3f} ± {o['ratio']['iqr'] / 2:.3f} "
+                          f"(goal ≥ {o['goal']}: {met}){mfu}")
+
+        def alignment_check() -> tuple[bool, str]:
+            records = run_benchmarks(session, [alignment.NAME], header, out)
+            rows = record["alignment"] = alignment_summary(records[alignment.NAME])
+            return True, ", ".join(f"d_ff {r['d_ff']}: {r['ms']:.3g} ms" for r in rows)
+
+        def ddp() -> tuple[bool, str]:
+            if gpu and torch.cuda.device_count() < 2:
+                return True, "skipped: one GPU visible"
+            d = record["ddp"] = ddp_check(session, plan.compare, plan.ddp_steps, plan.compile)
+            where = "" if gpu else " (substituted: 2 gloo processes on the CPU)"
+            return not d["problems"], ("; ".join(d["problems"]) or
+                                       f"finished on {d['world_size']} processes{where}, "
+                                       f"{d['tokens_per_s'] or 0:,.0f} tokens/s")
+
+        checks.run("software", software_check)
+        checks.run("process start", process_check)
+        for shape in plan.shapes:
+            checks.run(f"train {shape.label}" + (" compiled" if plan.compile else " eager"), training(shape))
+        checks.run(f"pipeline ÷ hand loop at {plan.compare.label}", overhead)
+        checks.run("alignment (C9)", alignment_check)
+        checks.run("DDP, 2 processes", ddp)
+    path = checks.write(finished=True)
+    elapsed = record["elapsed_s"]
+    print(f"\nffnbench gpu-check: {'passed' if record['ok'] else 'FAILED'} in {elapsed:.0f} s "
+          f"({elapsed / 60:.1f} min{', over the time budget' if elapsed > budget_s else ''}) → {path}")
+    print_checks(record["checks"])
+    return record
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m ffnbench.bench.gpucheck", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=None,
+                   help=f"where the <gpu>/ folder goes (default: {DEFAULT_OUT}); with --cpu-smoke, the folder "
+                        "gpucheck.json goes to (required)")
+    p.add_argument("--label", default=None, help="results folder (default: the GPU's name, e.g. nvidia-h200)")
+    p.add_argument("--quick", action="store_true", help="a short run on a GPU: fewer steps and repetitions")
+    p.add_argument("--cpu-smoke", action="store_true",
+                   help="gpu-check's control flow on the CPU at micro scale (every check; CUDA-only calls skipped or "
+                        "substituted, and said so), into --out")
+    p.add_argument("--time-budget", type=float, default=None,
+                   help=f"seconds after which no check starts (default: {TIME_BUDGET_S} on a GPU, none with "
+                        "--cpu-smoke)")
+    return p
 
 
 @user_errors_exit
 def main(argv: list[str] | None = None) -> int:
-    """Run the checks; print them; write gpucheck.json (and the benchmark records) under <out>/<gpu>/. Returns the
-    exit status: 0 when every check passed."""
+    """Run the checks; print them; write gpucheck.json (and alignment.json) under <out>/<gpu>/ (with --cpu-smoke:
+    <out>/). Returns the exit status: 0 when every check passed."""
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(prog="python -m ffnbench.bench.gpucheck", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default=str(DEFAULT_OUT), help="where the <gpu>/ folder goes (default: %(default)s)")
-    p.add_argument("--label", default=None, help="results folder (default: the GPU's name, e.g. nvidia-h200)")
-    p.add_argument("--quick", action="store_true", help="a smoke run: fewer steps and repetitions")
-    args = p.parse_args(argv)
+    args = parser().parse_args(argv)
+    if args.time_budget is not None and not args.time_budget >= 0:
+        raise ConfigError(f"--time-budget: expected seconds ≥ 0, got {args.time_budget}")
+    if args.cpu_smoke:
+        if args.out is None:
+            raise ConfigError("--cpu-smoke needs --out DIR: the folder its gpucheck.json goes to (e.g. --out /tmp/g)")
+        out = Path(args.out).expanduser() / (args.label or "")
+        budget = float("inf") if args.time_budget is None else args.time_budget
+        record = run_checks(smoke_plan(), torch.device("cpu"), out, args.label or "cpu-smoke", argv, budget)
+        return 0 if record["ok"] else 1
     require_gpu()
-    started = time.perf_counter()
     resolve_device_setup(TrainerConfig(accelerator="gpu", max_steps=1))  # a wheel without kernels for this GPU: exit 2
     torch.set_float32_matmul_precision("high")  # as train() does on a GPU
     label = args.label or gpu_label(torch.cuda.get_device_name(0))
-    out = Path(args.out).expanduser() / label
-    sw = software()
-    print(f"ffnbench gpu-check → {out}\n  torch {sw['torch']} (CUDA {sw['cuda']}, cuDNN {sw['cudnn']}, Triton "
-          f"{sw['triton']}), NVIDIA driver {sw['driver']}, precision {sw['precision']}")
-    for g in sw["gpus"]:
-        print(f"  GPU {g['index']}: {g['name']} (compute capability {g['capability']}, {g['memory_gib']} GiB)")
-    header = {"machine": machine(label, "gpu"), "command": shlex.join(["python", "-m", "ffnbench.bench.gpucheck",
-                                                                        *argv]),
-              "git": git_revision()}
-    steps = 60 if args.quick else TRAIN_STEPS
-    warmup = 10 if args.quick else WARMUP_STEPS
-    checks: list[dict[str, Any]] = []
-    record: dict[str, Any] = {**header, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "quick": args.quick,
-                              "software": sw, "time_budget_s": TIME_BUDGET_S}
-    with tempfile.TemporaryDirectory(prefix="ffnbench-gpucheck-") as work:
-        session = BenchSession(device=torch.device("cuda", 0), quick=args.quick, sizes=check_sizes(args.quick),
-                               work=Path(work), cache_dir=default_cache_dir())
-        record["training"] = []
-        shapes = [(m, []) for m in TRAIN_MODELS] + [sweep_shape()]
-        for model, extra in shapes:
-            row = train_check(session, model, steps, warmup, extra)
-            record["training"].append(row)
-            mfu_text = f", MFU {row['mfu']:.3f} of {row['peak_flops']:.3g} FLOP/s" if row["mfu"] else ""
-            tps = f"{row['tokens_per_s']:,.0f} tokens/s" if row["tokens_per_s"] else "no throughput"
-            checks.append({"check": f"train {model}{' ' + ' '.join(extra) if extra else ''} compiled",
-                           "ok": not row["problems"],
-                           "detail": "; ".join(row["problems"]) or f"{row['status']}, {tps}{mfu_text} "
-                                                                     f"({row['seconds']:.0f} s)"})
-            _print_checks(checks[-1:])
-        torch._dynamo.reset()
-        benchmarks = run_benchmarks(session, ["overhead", "mfu", "alignment"], header, out)
-        record["benchmarks"] = summarize(benchmarks)
-        if torch.cuda.device_count() >= 2:
-            record["ddp"] = ddp_check(session, DDP_STEPS)
-            ddp = record["ddp"]
-            detail = "; ".join(ddp["problems"]) or f"finished, {ddp['tokens_per_s'] or 0:,.0f} tokens/s"
-            checks.append({"check": "DDP, 2 processes", "ok": not ddp["problems"], "detail": detail})
-        else:
-            record["ddp"] = None
-            checks.append({"check": "DDP, 2 processes", "ok": True, "detail": "skipped: one GPU visible"})
-    elapsed = time.perf_counter() - started
-    record.update(checks=checks, ok=all(c["ok"] for c in checks), elapsed_s=elapsed)
-    path = write_record(out, record)
-    print(f"\nffnbench gpu-check: {'passed' if record['ok'] else 'FAILED'} in {elapsed:.0f} s "
-          f"({elapsed / 60:.1f} min{', over the time budget' if elapsed > TIME_BUDGET_S else ''}) → {path}")
-    _print_checks(checks)
+    out = Path(args.out or DEFAULT_OUT).expanduser() / label
+    budget = TIME_BUDGET_S if args.time_budget is None else args.time_budget
+    record = run_checks(gpu_plan(args.quick), torch.device("cuda", 0), out, label, argv, budget)
     return 0 if record["ok"] else 1
 
 
