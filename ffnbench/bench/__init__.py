@@ -11,7 +11,9 @@
                    (settings, load, rows, notes, ...), tables(record) → what is printed of it
     overhead_compare.py  overhead_profile.py  overhead_floor.py
                    the overhead benchmark's parts: one model's row, the profile, Lightning's own loop
-    gpucheck.py    `make gpu-check`: a GPU machine end to end
+    gpucheck.py    `make gpu-check`: a GPU machine end to end (its plan, the checklist, the record; --cpu-smoke)
+    gpucheck_train.py  gpu-check's training check: compile, sync and fixed-cost watches of one train() run
+    gpucheck_price.py  the record's `price` block (MFU and a run's fixed overhead per model group)
 """
 
 from ffnbench.bench.cli import main

@@ -116,18 +116,21 @@ def compile_problems(start: dict[str, Any], warm: dict[str, Any], end: dict[str,
 
 def graph_problems(record: dict[str, Any] | None) -> list[str]:
     """More than one training graph and one evaluation graph per compiled function, read from a run's result.json
-    `compile` record (compiling.CompileWatch.record): each compiled function (a frame dynamo compiled, the blocks'
-    forward and the loss head's) may be compiled twice, once with gradients and once without; every compilation
-    beyond that is a graph the run compiled again (an inference_mode and a no_grad validation, a new shape).
-    Where the record counts graphs per function (`per_function`: function → graphs), each is judged; else the run's
-    totals: functions = frames compiled − recompiles."""
+    `compile` record (compiling.CompileWatch.record): each frame dynamo compiles (the blocks' forward, the loss
+    head's) may be compiled twice, once with gradients and once without; every compilation beyond that is a graph the
+    run compiled again (an inference_mode and a no_grad validation, a new shape, a changed guard). Judged frame by
+    frame where the record counts them (`compiles_per_frame`), else on the run's totals (frames compiled −
+    recompiles = the functions)."""
     if not record or not record.get("enabled"):
         return []
-    per_function = record.get("per_function")
-    if isinstance(per_function, dict) and per_function:
-        over = {name: n for name, n in per_function.items() if n > 2}
-        return [f"{name} compiled {n} graphs (result.json's compile.per_function): more than one training and one "
-                f"evaluation graph" for name, n in over.items()]
+    per_frame = record.get("compiles_per_frame")
+    if isinstance(per_frame, list) and per_frame:
+        over = [n for n in per_frame if n > 2]
+        if over:
+            return [f"{len(over)} of {len(per_frame)} compiled functions compiled {', '.join(map(str, over))} times "
+                    f"(result.json's compile.compiles_per_frame {per_frame}): more than one training and one "
+                    f"evaluation graph each"]
+        return []
     frames, recompiles, graphs = record.get("frames"), record.get("recompiles"), record.get("graphs")
     if not isinstance(frames, int) or not isinstance(recompiles, int) or not isinstance(graphs, int):
         return []  # a record without the counts (an older torch): nothing to judge

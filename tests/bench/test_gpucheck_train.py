@@ -57,9 +57,13 @@ def test_a_run_may_compile_one_training_and_one_evaluation_graph_per_function():
     assert gt.graph_problems({**three_each, "frames": 2, "graphs": 2, "recompiles": 0}) == []  # training only
     assert gt.graph_problems({"enabled": False}) == [] and gt.graph_problems(None) == []
     assert gt.graph_problems({**three_each, "recompiles": None}) == []  # an older torch: not counted
-    per_function = {**three_each, "per_function": {"Block.forward": 3, "LossHead.forward": 2}}
-    assert gt.graph_problems(per_function) == ["Block.forward compiled 3 graphs (result.json's compile.per_function): "
-                                               "more than one training and one evaluation graph"]
+    per_frame = {**three_each, "compiles_per_frame": [3, 4]}  # counted frame by frame: judged so
+    assert gt.graph_problems(per_frame) == ["2 of 2 compiled functions compiled 3, 4 times (result.json's "
+                                            "compile.compiles_per_frame [3, 4]): more than one training and one "
+                                            "evaluation graph each"]
+    assert gt.graph_problems({**per_frame, "compiles_per_frame": [2, 2]}) == []
+    skewed = {**per_frame, "frames": 4, "graphs": 4, "recompiles": 2, "compiles_per_frame": [3, 1]}
+    assert gt.graph_problems(skewed)[0].startswith("1 of 2 compiled functions compiled 3 times")  # totals hide it
 
 
 class Block(torch.nn.Module):
