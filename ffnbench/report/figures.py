@@ -204,9 +204,8 @@ def train_tokens_curve(r: Run) -> list[tuple[float, float]] | None:
             if loss is not None and per_step is not None]
 
 
-CURVES_CAPTION = ("Validation and training loss against training tokens, per variant of the main comparison: the mean "
-                  "over seeds as a line, the band from the lowest to the highest seed (min–max), a point at every "
-                  "validation")
+CURVES_CAPTION = ("Validation and training loss against tokens (mean over seeds, min–max band; a point at every "
+                  "validation)")
 
 
 def curve_bands(runs: list[Run]) -> dict[str, tuple[Band, Band | None]]:
