@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import ffnbench.claims.robust as robust
 from ffnbench.claims.band import in_band
 from ffnbench.claims.claim import Evidence, Observations, min_n
@@ -34,6 +36,7 @@ def comparison_claim(obs: Observations, a: str, b: str, what: str, claim: str) -
     if best is None:
         return ev, None
     checked = robust.check(best, comps, robust.beats_rule(claim), what)
+    ev.where = best.key.setting
     ev.parts.append((what, checked.verdict))
     ev.add_unchecked(checked.missing)
     ev.effect = f"{what} = {fmt_interval(checked.deciding.diff)}" + (f" [{', '.join(checked.labels)}]"
@@ -133,6 +136,7 @@ def c8(obs: Observations) -> Evidence:
         robustness.append(f"- {depth} layers: {checked.summary()} (deciding comparison, {best.where})")
         robustness += checked.lines
         ev.n = min_n(ev.n, best.n)
+        ev.where = ev.where or best.key.setting
         deciding.append(best)
         ev.effect += (f"{'; ' if ev.effect else f'{what}: '}{depth} layers {fmt_interval(checked.deciding.diff)}"
                       + (f" [{', '.join(checked.labels)}]" if checked.labels else ""))
@@ -248,13 +252,16 @@ def c13(obs: Observations) -> Evidence:
         ev.details += part.details
         ev.add_unchecked(part.unchecked)
         if best is not None:
+            ev.where = ev.where or part.where
             ev.n = min_n(ev.n, part.n)
             ev.effect += f"{'; ' if ev.effect else ''}{part.effect}"
     err = linear_collapse_error()
+    # the bound, not the digits: float64 rounding differs by CPU and BLAS (1.2e-15 on one machine, 1.5e-15 on another)
+    shown = "0" if err == 0 else f"< 1e{math.ceil(math.log10(err)):d}"
     ev.parts.append(("a linear FFN is one d×d map", Verdict(SUPPORTED if err < 1e-9 else CONTRADICTED,
-                                                             f"relative max |FFN(x) − (xWᵀ + b)| = {err:.1e}")))
+                                                             f"relative max |FFN(x) − (xWᵀ + b)| {shown}")))
     ev.details.append(f"- analytic: a `linear` FeedForward (d_model 64, d_ff 256, biases) equals the single affine "
-                      f"map W = W_down·W_up, b = W_down·b_up + b_down: relative max difference {err:.1e} (float64)")
+                      f"map W = W_down·W_up, b = W_down·b_up + b_down: relative max difference {shown} (float64)")
     return ev
 
 

@@ -75,6 +75,7 @@ def c7(obs: Observations) -> Evidence:
     for act in sorted({c.key.act for c in comps}):
         mine = [c for c in comps if c.key.act == act]
         best = primary(mine, obs.base_setting)
+        ev.where = ev.where or best.key.setting
         checked = robust.check(best, mine, _rule, f"{act}: loss(no bias) − loss(bias)", _margin_side(best), BPB)
         cost, noise = bpb_cost(checked.deciding or best)
         ev.parts.append((f"{act}: dropping biases costs < {BIAS_MARGIN_BPB:g} bpb", checked.verdict))

@@ -70,6 +70,7 @@ class Evidence:
     effect: str = ""
     n: int | None = None
     details: list[str] = field(default_factory=list)
+    where: Setting | None = None  # the setting the deciding comparison (or the part read first) ran in
     # the robustness factors (lr, init, length) that no runs varied for a deciding comparison (claims.robust): the
     # parts are the reading where the runs ran; the claim is decided only where every factor ran and agrees
     unchecked: list[str] = field(default_factory=list)
@@ -148,6 +149,7 @@ class ClaimResult:
     # reading ("relu beats swish at GPT-2's init, 1×"), never the claim's verdict where a factor is unchecked
     scoped: Verdict | None = None
     unchecked: tuple[str, ...] = ()
+    where: Setting | None = None  # Evidence.where
 
 
 UNCHECKED_ORDER = ("lr", "init", "length")
@@ -180,7 +182,8 @@ def evaluate_claim(claim: Claim, obs: Observations) -> ClaimResult:
     unchecked = ev.all_unchecked()
     if claim.kind == "trained":
         verdict = unchecked_verdict(verdict, unchecked)
-    return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details, tuple(holm(ev.parts)), scoped, tuple(unchecked))
+    return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details, tuple(holm(ev.parts)), scoped, tuple(unchecked),
+                       ev.where)
 
 
 def min_n(*ns: int | None) -> int | None:

@@ -33,4 +33,4 @@ def describe(claim: str) -> str:
     """The margin as the registry states it."""
     rel = RELATIVE[claim]
     floor = f"the cross-machine spread {FLOOR_NATS:g} nats"
-    return (f"m = {rel:.3%} of the comparison's mean loss, at least {floor}" if rel else f"m = {floor}")
+    return f"m = {rel * 100:g}% of the comparison's mean loss, at least {floor}" if rel else f"m = {floor}"

@@ -10,47 +10,47 @@ from pathlib import Path
 from ffnbench.claims.activations import c3, c4, c8, c13
 from ffnbench.claims.alignment import BENCH_GLOB, c9, find_bench_files
 from ffnbench.claims.analytic import c2, c10, c11, c12
+from ffnbench.claims.band import BAND_SOURCES, PRACTICE_BAND
 from ffnbench.claims.bias import BIAS_MARGIN_BPB, c7
 from ffnbench.claims.claim import Claim, ClaimResult, Observations, evaluate_claim
+from ffnbench.claims.margins import describe as margin
 from ffnbench.claims.runs import Run
 from ffnbench.claims.sparsity import DEAD_REPORTED, GELU_ZERO_TOL, HALF_BAND, HALF_OUTER, c5, c6
 from ffnbench.claims.widths import c1
 
-_BETTER = "supported if the 95% CI of Δ lies above 0, contradicted if it lies below 0, inconclusive otherwise"
+_BETTER = "the outcome table"
 # The rules every trained comparison shares, stated once (REPORT.md's Method; docs/claims.md): a claim's own rule
 # names them by these names.
 SHARED_RULES = {
+    "the practice band": (
+        f"a verdict is decided from the settings whose FFN pre-activation std at init lies in [{PRACTICE_BAND[0]:g}, "
+        f"{PRACTICE_BAND[1]:g}] ({BAND_SOURCES}; claims.band: 0.02·√d_model under GPT-2's init, 1 under fan_in, the "
+        "gain under init=scaled); a setting outside it is a sensitivity check, shown with its label and never changing "
+        "the verdict; with no setting in the band the verdict is inconclusive (no setting in the practice band)"),
     "the deciding comparison": (
         "the pre-registered comparison decides: each side at the lr with the lowest median tuning loss, judged on "
-        "fresh seeds, in the sweep's base setting (its most common setting with GPT-2 init and no qk-norm or z-loss; "
-        "a tie goes to the shorter training); the other settings are shown and checked against it"),
+        "fresh seeds, in the base setting: the in-band init nearest the band's centre (0.89) with no qk-norm or "
+        "z-loss, then the most common such setting, the shorter training on a tie"),
+    "the lr choice": (
+        "counted once: where both sides were judged at their chosen lr's neighbours (×√2, ÷√2), the interval is a "
+        "nested bootstrap that chooses each lr again on resampled tuning seeds, and b − a at each pair of judged lrs "
+        "is shown (one on the other side is labelled lr-sensitive, not a veto); without neighbour runs, the tuning "
+        "seeds' paired differences at both chosen lrs must keep its side, else inconclusive (lr-dependent)"),
+    "the outcome table": (
+        "for \"A beats B\" on Δ = loss(B) − loss(A) with the claim's margin m: a 95% CI above 0 supports it; below 0, "
+        "or inside (−m, +m) (equivalent within ±m: no gain larger than m), contradicts it; one that contains 0 and "
+        "reaches beyond ±m is inconclusive"),
+    "the robustness rules": (
+        "(claims.robust) every in-band init, 4× the tokens and a second size must give the same verdict, else "
+        "inconclusive (init-dependent, early-training, size-dependent); an init or length no run varied in the band "
+        "leaves the claim inconclusive (init or length unchecked), its reading stated beside it; the size check "
+        "compares matched training tokens where such runs exist (else labelled size confounded with tokens); labels: "
+        "optimum not bracketed, plateau-edge, reduced grid, an effect that halves at 4× (early-training); a part "
+        "read off one setting (C5, C6) is read again in the same cells"),
     "the divergence rule": (
         "a diverged run is a failure, never dropped: if, over the seeds both sides ran, a seed diverged on one side "
         "only, the comparison is inconclusive (\"x diverged on k of n seeds, y on j\") unless Fisher's exact test "
         "finds the divergence rates different (p < 0.05), and then the side that diverged less wins"),
-    "the robustness rules": (
-        "(claims.robust) a trained verdict is decided only where every factor was run for the deciding comparison's "
-        "variants and agrees; a factor no run varied leaves the claim inconclusive (lr, init or length unchecked), "
-        "its reading where the runs ran stated beside it. lr: where each side was also judged at its chosen lr's "
-        "neighbours (×√2, ÷√2), the interval is a nested bootstrap that resamples the tuning seeds and chooses each "
-        "lr again among its judged lrs before resampling the judged seeds (widened to contain the judged-only "
-        "interval), and b − a must keep its side at every pair of judged lrs; without neighbour runs, the paired "
-        "shared-lr differences on the tuning seeds at both chosen lrs must keep it (labelled lr checked on tuning "
-        "seeds only); where one side alone has them, both: the tuning seeds' check, and b − a at each of that "
-        "side's judged lrs against the other's chosen lr (labelled lr checked on one side's judged neighbours); "
-        "else inconclusive (lr-dependent). init: under the other model.init, with its own lr protocol, "
-        "the same decided verdict, else inconclusive (init-dependent). length: at 4× the tokens the same decided "
-        "verdict from its interval, else inconclusive (early-training); an effect that shrinks by more than half is "
-        "labelled early-training. size: where the sweep ran the comparison at a second d_model, the same decided "
-        "verdict, else inconclusive (size-dependent). Labels: optimum not bracketed (a chosen lr at its grid's edge), "
-        "plateau-edge (the next lr above a chosen one plateaus on some tuning seed), reduced grid (fewer than 7 lrs "
-        "× 3 tuning seeds); the qk-norm/z-loss arm is shown. A rule in another unit reads its nested interval in "
-        "that unit (C7: bits per byte). A part read off one setting rather than a paired difference (C5 after "
-        "training, C6) is read again at the chosen lr's neighbours (the judged neighbour runs, else the tuning runs "
-        "at the grid's adjacent lrs), under the other model.init, at 4× the tokens and at a second size, each at its "
-        "own tuned lr, and must give the same verdict in each (else inconclusive (lr-, init-, size-dependent or "
-        "early-training)); a factor it did not vary itself and no run varied is unchecked; a reading at init "
-        "trains nothing and needs none"),
     "Holm": "a part's decision stands only if it survives Holm's step-down procedure over the claim's parts "
             "(family α = 0.05)",
 }
@@ -69,13 +69,13 @@ CLAIMS: tuple[Claim, ...] = (
         needs="ungated relu and gelu at width ratios 2, 4 and 8 at one fixed non-embedding budget "
               "(model.non_embedding_params, d_model solved per ratio); the fixed-d_model arm is described",
         rule=f"decided only at a fixed non-embedding budget, per activation, paired by seed: Δ₂ = loss(2×) − loss(4×) "
-             f"and Δ₈ = loss(8×) − loss(4×); supported if both 95% CIs lie above 0 for every activation (4× beats "
-             f"both neighbours), contradicted if either lies below 0 (a neighbour beats 4×), inconclusive otherwise; "
-             f"decided in the series of each width at its tuned lr in the reference setting (GPT-2 init, no qk-norm "
-             f"or z-loss) closest to the base setting, the shorter training first, then the most seeds; the other "
-             f"series are shown and checked against it; {_HOLM}; {_DIVERGED}; {_ROBUST}. The fixed-d_model arm (loss "
-             "per doubling of the width) is reported and does not decide: returns that diminish hold for any power law "
-             "L = c + a·r^(−α), at 2× as at 4×",
+             f"and Δ₈ = loss(8×) − loss(4×), each by the outcome table ({margin('C1')}); supported if 4× beats both "
+             f"neighbours for every activation, contradicted if a neighbour beats 4× or ties it within the margin, "
+             f"inconclusive otherwise; decided in the series of each width at its tuned lr in the reference setting "
+             f"(in the practice band, no qk-norm or z-loss) closest to the base setting, the shorter training first; "
+             f"the other series are shown and checked against it; {_HOLM}; {_DIVERGED}; {_ROBUST}. The fixed-d_model "
+             "arm (loss per doubling of the width) is reported and does not decide: returns that diminish hold for "
+             "any power law L = c + a·r^(−α), at 2× as at 4×",
         why="A sweet spot is a ratio that beats its neighbours when the parameters it spends are not free: at a "
             "fixed budget a wider FFN costs d_model, so 4× must give a lower loss than both 2× and 8×.",
         evaluate=c1,
@@ -99,7 +99,8 @@ CLAIMS: tuple[Claim, ...] = (
         kind="trained", experiment="activations",
         needs="gelu and swiglu at the same budget ratio, bias and model, paired by seed",
         rule=f"Δ = loss(gelu) − loss(swiglu) at a matched budget (|budget mismatch| ≤ ffn.max_mismatch, else "
-             f"inconclusive), paired by seed, each at its best lr when both ran an lr grid; {_DECIDES}; {_BETTER}; "
+             f"inconclusive), paired by seed, each at its best lr when both ran an lr grid; {_DECIDES}; {_BETTER} "
+             f"({margin('C3')}); "
              f"{_DIVERGED}; {_ROBUST}; the lr protocol and the sign of Δ at the checkpoints of the second half of "
              "training are shown",
         why="The gate's extra expressiveness must show up as lower loss when both FFNs hold the same number of "
@@ -114,7 +115,8 @@ CLAIMS: tuple[Claim, ...] = (
         needs="relu and gelu at a matched budget; an lr grid (`make sweep EXP=sparsity`) for the stability part",
         rule=f"Δ = loss(relu) − loss(gelu) at a matched budget, paired by seed, each at its best lr when both ran an "
              f"lr grid (an lr where half or more of the seeds diverged is never a best lr); {_DECIDES}; "
-             f"{_BETTER}; {_DIVERGED}; {_ROBUST}. Stability (lr grid only): diverged runs over the grid as rates, "
+             f"{_BETTER} ({margin('C4')}); {_DIVERGED}; {_ROBUST}. Stability (lr grid only): diverged runs over the "
+             "grid as rates, "
              "Fisher's exact test: supported if GELU's rate is significantly lower (p < 0.05), contradicted if "
              "significantly higher, inconclusive otherwise (no divergence on either side leaves stability untested); "
              f"{_HOLM}",
@@ -141,8 +143,11 @@ CLAIMS: tuple[Claim, ...] = (
              f"{_ROBUST}",
         why="A symmetric pre-activation is negative half the time, and max(0, x) maps every negative to exactly 0, "
             "which is why ReLU is at 0.5 at init by construction; what a reader takes from the claim is the trained "
-            "network, where training moves the pre-activations. x·Φ(x) is 0 only at x = 0 in exact arithmetic, but "
-            "in fp32 and bf16 it rounds to exactly 0 below x ≈ −5.5, hence a tolerance.",
+            "network, where training moves the pre-activations. x·Φ(x) is 0 only at x = 0 in exact arithmetic; an "
+            "exact fp32 zero of PyTorch's GELU is a dtype artefact (erf rounds to −1 below x ≈ −5.5, where "
+            "|x·Φ(x)| < 2e-7), "
+            "so GELU's count reads the dtype-free fraction of pre-activations below −5.5 (units effectively off), "
+            "hence a tolerance.",
         evaluate=c5,
     ),
     Claim(
@@ -186,7 +191,8 @@ CLAIMS: tuple[Claim, ...] = (
         source="docs/claims.md §C8 (article 002 §3.3)",
         kind="trained", experiment="depth",
         needs="relu and swish at a matched budget, at two depths (model.n_layer)",
-        rule=f"Δ = loss(relu) − loss(swish) at each depth ({_BETTER}; {_DECIDES}, at that depth; {_ROBUST}); and the "
+        rule=f"Δ = loss(relu) − loss(swish) at each depth ({_BETTER}, {margin('C8')}; {_DECIDES}, at that depth; "
+             f"{_ROBUST}); and the "
              "depth interaction "
              "Δ(deep) − Δ(shallow), paired by seed, in the base setting, supported if its CI lies above 0, "
              "contradicted if below (inconclusive when either depth's comparison differs in divergences), read again "
@@ -257,7 +263,8 @@ CLAIMS: tuple[Claim, ...] = (
         needs="linear (no activation) against gelu and swiglu at a matched budget; plus an analytic check",
         rule=f"analytic: a `linear` FeedForward must equal one composed affine map (relative error < 1e-9); trained "
              f"(both needed, a missing one is inconclusive): Δ = loss(linear) − loss(gelu) and loss(linear) − "
-             f"loss(swiglu), paired by seed; {_DECIDES}; {_BETTER}; {_DIVERGED}; {_ROBUST}; every part must hold, "
+             f"loss(swiglu), paired by seed; {_DECIDES}; {_BETTER} ({margin('C13')}); {_DIVERGED}; {_ROBUST}; every "
+             f"part must hold, "
              f"{_HOLM} (the analytic part is exact and not corrected)",
         why="If the two matrices collapse to one map, the FFN can only add a linear map to the residual stream, so "
             "the model must do measurably worse than with a real nonlinearity.",

@@ -150,6 +150,19 @@ def init_name(setting: Setting) -> str:
     return f"{init} {float(s.get('model.init_gain') or 1.0):g}" if init == "scaled" else str(init)
 
 
+def short_setting(setting: Setting) -> str:
+    """A setting in a table cell's few words: 'mini d64 4L, 6 tok/p, fan_in' (a fixed budget: 'at fixed params')."""
+    s = dict(setting)
+    words = [f"{s.get('model.name')} d{s.get('model.d_model')} {s.get('model.n_layer')}L"
+             + (" at fixed params" if s.get("model.non_embedding_params") else "")]
+    if s.get("trainer.tokens_per_param") is not None:
+        words.append(f"{s['trainer.tokens_per_param']:g} tok/p")
+    words.append(init_name(setting))
+    if s.get("model.qk_norm") or s.get("optim.z_loss"):
+        words.append("qk-norm, z-loss")
+    return ", ".join(words)
+
+
 def describe_setting(setting: Setting) -> str:
     """The setting in words: 'small (d_model 64, 2 layers)', or the fixed budget it was solved for; an FFN
     initialisation other than the default is named ('..., matched FFN init')."""

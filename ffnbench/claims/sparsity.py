@@ -145,6 +145,7 @@ def c5(obs: Observations) -> Evidence:
                                           at_init) or per_seed_mean([r for r in measured if r.act == a], at_init)
                             for a in ("relu", "gelu"))
     relu_key, relu_lr, relu_runs = trained_runs(list(obs.runs), "relu", obs.tuning, obs.base_setting)
+    ev.where = relu_key.setting if relu_key is not None else None
     final_relu = per_seed_mean(relu_runs, after)
     init_s, init_v = relu_half(init_relu)
     final_s, final_v = relu_half(final_relu)
@@ -255,6 +256,7 @@ def c6(obs: Observations) -> Evidence:
     ev.details = _sparsity_table(obs, key)
     label = "dead relu units at large lrs"
     v, ev.n, ev.effect, table = large_lr_dead(groups[key])
+    ev.where = key.setting
     ev.details += table
     if v.verdict == INCONCLUSIVE:  # nothing to check: undecided where it ran
         ev.parts.append((label, v))

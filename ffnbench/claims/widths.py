@@ -124,6 +124,7 @@ def _fixed_budget(obs: Observations, act: str, key: Series, series: dict[Series,
             others = [_comparison(obs, act, k, rs, other) for k, rs in series.items()
                       if k != key and {SWEET, other} <= set(rs)]
             checked = robust.check(comp, [comp, *others], robust.beats_rule("C1"), what)
+            ev.where = ev.where or comp.key.setting
             ev.parts.append((f"{act} at a fixed budget: {SWEET:g}× beats {other:g}×", checked.verdict))
             ev.add_unchecked(checked.missing)
             ev.n = min_n(ev.n, comp.n)

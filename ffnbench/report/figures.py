@@ -448,9 +448,17 @@ def fig_lr_curves(runs: list[Run], out: Path) -> list[tuple[str, str]]:
 # A figure drawer returns its file's name (None: not drawn), or (what, file) for each of several files: those are
 # captioned "<caption>: <what>".
 Drawer = Callable[[list[Run], Path], str | list[tuple[str, str]] | None]
+# the claim whose margin a headline pair's panel draws (C7's is in bits per byte: its panel draws none)
+PAIR_CLAIM = {("gelu", "relu"): "C4", ("swiglu", "gelu"): "C3", ("gelu", "linear"): "C13", ("swish", "relu"): "C8"}
+
+
 def fig_regime(runs: list[Run], out: Path) -> str | None:
-    """A panel per headline difference (report.regime), a row per (size, length, init) cell: the best-vs-best value
-    with its 95% interval, the textbook's side of 0 shaded."""
+    """The forest plot: a panel per headline difference (report.regime), a row per (size, length, init) cell: the
+    best-vs-best value with its 95% interval, the textbook's side of 0 shaded, the claim's margin ±m dashed (at the
+    deciding cell's loss), and the cells outside the practice band greyed (they never decide)."""
+    from ffnbench.claims.band import in_band
+    from ffnbench.claims.margins import margin_nats
+
     cells, found = regime(runs)
     if len(cells) < 2:  # one setting: the matched-budget figure shows it
         return None
@@ -472,13 +480,22 @@ def fig_regime(runs: list[Run], out: Path) -> str | None:
         pad = max(right - left, 0.02) * 0.15  # room for the n labels
         ax.set_xlim(left - pad, right + pad)
         ax.axvline(0, color="black", linewidth=0.8)
+        for y, cell in enumerate(cells):
+            if not in_band(cell.setting):
+                ax.axhspan(y - 0.5, y + 0.5, color="grey", alpha=0.15, linewidth=0)
+        deciding = found.get((cells[0], pair))
+        if pair in PAIR_CLAIM and deciding is not None and deciding.a_runs:
+            m = margin_nats(PAIR_CLAIM[pair], deciding)
+            for x in (-m, m):
+                ax.axvline(x, color="tab:red", linestyle="--", linewidth=0.8)
         if pair in NEAR_ZERO:  # C7: the textbook says the biases can go, a difference of about 0
             ax.set_title(f"{what(*pair)}\n(≈ 0: the textbook's 'biases can go')", fontsize=9)
         else:
             ax.axvspan(0, right + pad, color="tab:green", alpha=0.08)
             ax.set_title(f"{what(*pair)}\n(> 0, shaded: the textbook's order)", fontsize=9)
         ax.set_xlabel("nats/token, 95% CI")
-    axes[0][0].set_yticks(range(len(cells)), [c.label for c in cells], fontsize=7)
+    axes[0][0].set_yticks(range(len(cells)), [c.label + ("" if in_band(c.setting) else " (outside the band)")
+                                              for c in cells], fontsize=7)
     axes[0][0].set_ylim(len(cells) - 0.5, -0.5)  # the first cell (the deciding setting) on top
     return _save(fig, out, REGIME_FIGURE)
 
@@ -495,7 +512,8 @@ FIGURES: tuple[tuple[str, Drawer], ...] = (
     (CURVES_CAPTION, fig_curves),
     ("Zero fraction and dead units (C5, C6)", fig_sparsity),
     ("Throughput per variant (C7, C9)", fig_throughput),
-    ("Regime: each headline difference, best-vs-best, in every (size, length, init) cell", fig_regime),
+    ("Forest plot: each headline difference, best-vs-best, in every (size, length, init) cell; grey rows lie outside "
+     "the practice band (they never decide), dashed red lines are the claim's margin ±m (C3, C4, C8, C13)", fig_regime),
     (LR_CURVES_CAPTION, fig_lr_curves),
 )
 

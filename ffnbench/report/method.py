@@ -117,32 +117,33 @@ def instability_line(runs: list[Run]) -> str:
 
 
 def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
-    """The Method section's markdown lines."""
+    """The Method section's markdown lines: one rule a bullet (docs/claims.md holds them at length). The protocol as
+    it ran (each verdict's lr protocol, the grids, every deciding comparison's labels) is protocol_section's."""
+    del results  # the Method is the rules: what each verdict read is in its claim's section and the protocol's
+    lines = ["## Method", "",
+             "- **Verdicts:** *supported*, *contradicted* or *inconclusive*, from each claim's rule (in its section); "
+             "a claim made of parts is their conjunction.",
+             "- **Noise:** comparisons are paired by seed; 95% intervals are Student-t over seeds, or a bootstrap over "
+             "seeds and validation windows where the runs recorded per-window losses (each comparison says which).",
+             f"- **Multiplicity:** {MULTIPLICITY}, over a claim's parts that carry a p-value.",
+             "- **lr tuning:** the lr with the lowest median final loss over tuning seeds that are never judged, a "
+             "diverged seed counting as +∞; a grid whose choice sits at its edge is extended first.",
+             instability_line(runs),
+             f"- **Reproducibility:** bit for bit on one machine; a difference under the cross-machine spread "
+             f"({CROSS_MACHINE_NATS:g} nats) is not a finding.",
+             training_length_line(runs)]
+    lines += [f"- **{name}:** {text}." for name, text in SHARED_RULES.items()]
+    return [*lines, ""]
+
+
+def protocol_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
+    """## Protocol as run: each verdict's lr protocol, the grids as they ran, and the robustness labels of every
+    deciding comparison (the numbers behind the Method's rules)."""
     protocols = []
     for r in results:
         if r.claim.kind == "trained":
             found = lr_protocols(r.details)
             protocols.append(f"{r.claim.id}: {'; '.join(found) if found else 'no lr protocol recorded'}")
-    lines = ["## Method", "",
-             "- **Verdicts:** each claim has a rule that can come out *supported*, *contradicted* or *inconclusive*; "
-             "an interval that lies strictly on one side of a threshold decides, one that contains it is "
-             "inconclusive. A claim made of parts is their conjunction.",
-             noise_line(runs),
-             f"- **Multiplicity:** {MULTIPLICITY}: a part's decision stands only if it survives Holm's "
-             "step-down procedure over the parts that carry a p-value (exact and analytic parts are not corrected).",
-             "- **Learning rate (protocol per verdict):** " + ("; ".join(protocols) or "no trained claim") + ". "
-             "A tuned lr is the one with the lowest median final loss over its tuning seeds, a diverged seed counting "
-             "as +∞ (ffnbench/claims/lr_protocol.py); a robust preset asks ≥ 7 lrs spaced ×√2 on the same ≥ 3 seeds "
-             "and extends a grid whose choice sits at its edge before any judged run.",
-             grids_line(runs),
-             robustness_line(results),
-             instability_line(runs),
-             f"- **Reproducibility:** two runs on one machine agree bit for bit, not across machines: a difference "
-             f"smaller than the cross-machine spread (up to {CROSS_MACHINE_NATS:g} nats measured on the quick sweep "
-             "between two machines of the same kind) is not a finding.",
-             training_length_line(runs),
-             "", "The rules every trained comparison shares, named so in each claim's rule:", ""]
-    lines += [f"- **{name}:** {text}." for name, text in SHARED_RULES.items()]
-    lines += ["", "Each claim's rule, as the registry states it (stated here only):", ""]
-    lines += [f"- **{r.claim.id}** ({r.claim.kind}): {r.claim.rule}." for r in results]
-    return [*lines, ""]
+    return ["## Protocol as run", "",
+            "- **Learning rate (protocol per verdict):** " + ("; ".join(protocols) or "no trained claim") + ".",
+            grids_line(runs), noise_line(runs), robustness_line(results), ""]

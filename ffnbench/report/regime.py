@@ -12,6 +12,7 @@ import functools
 import json
 from dataclasses import dataclass
 
+from ffnbench.claims.band import PRACTICE_BAND, in_band
 from ffnbench.claims.bias import bias_free_key
 from ffnbench.claims.claim import Observations
 from ffnbench.claims.pairing import FRESH_SEEDS, Comparison, act_is, compare_sides, matched_key
@@ -143,12 +144,14 @@ def regime_section(runs: list[Run]) -> list[str]:
              "the setting the verdicts are decided in; the claims' robustness labels compare against the others. "
              "**Pre-activation std**: the std of the FFN's pre-activations at init, measured on the cell's model "
              "(random tokens; the layer norm makes it ≈ init std · √d_model): GPT-2 small's is about 0.55 "
-             "(0.02 · √768), the scale of the models the claims are about. "
+             f"(0.02 · √768), LLaMA-7B's 1.28. Cells inside the practice band [{PRACTICE_BAND[0]:g}, "
+             f"{PRACTICE_BAND[1]:g}] decide; a cell outside it (marked) is a sensitivity check. "
              f"Figure: `figures/{FIGURE}`.", "",
              f"| setting | pre-activation std at init | {head} |", "|---|---|" + "---|" * len(HEADLINE)]
     for cell in cells:
         std = preactivation_std(runs, cell)
-        lines.append(f"| {cell.label} | {'n/a' if std is None else f'{std:.2f}'} | "
+        mark = "" if in_band(cell.setting) else " (outside the band)"
+        lines.append(f"| {cell.label} | {'n/a' if std is None else f'{std:.2f}'}{mark} | "
                      + " | ".join(_cell_text(found.get((cell, pair))) for pair in HEADLINE) + " |")
     return [*lines, "", *_neighbour_lines(cells, found)]
 

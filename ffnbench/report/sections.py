@@ -27,8 +27,9 @@ from ffnbench.report.layout import FIGURES_DIR, RESULTS_FILE
 from ffnbench.report.load import Loaded, Unused, first_line
 from ffnbench.report.lrgrid import lrgrid_section
 from ffnbench.report.lrs import lr_section
-from ffnbench.report.method import method_section
+from ffnbench.report.method import method_section, protocol_section
 from ffnbench.report.regime import regime_section
+from ffnbench.report.rows import HEADER, summary_row
 from ffnbench.stats.intervals import Paired
 from ffnbench.stats.power import SEEDS_CAP, minimal_detectable_effect, seeds_for_halfwidth, seeds_needed
 from ffnbench.tables import fmt, markdown_table
@@ -50,6 +51,7 @@ def render(loaded: Loaded, results: list[ClaimResult], figures: list[tuple[str, 
     lines += method_section(results, loaded.runs)
     lines += claims_section(results)
     lines += regime_section(loaded.runs)
+    lines += protocol_section(results, loaded.runs)
     lines += lr_section(loaded.runs)
     lines += instability_section(loaded.runs)
     lines += lrgrid_section(loaded.runs)
@@ -167,23 +169,22 @@ def results_section(runs: list[Run]) -> list[str]:
 def claims_section(results: list[ClaimResult]) -> list[str]:
     """The verdict table, then per claim its statement, source, verdict, effect, rule, numbers and command."""
     lines = ["## Claims", "",
-             "Verdicts follow each claim's rule, stated once in Method above with the noise model, the lr "
-             "protocols and the multiplicity policy; the effect is shown with its 95% interval and, in brackets, "
-             "the robustness labels of its deciding comparison. A verdict with fewer than two seeds is at most "
-             "inconclusive. Trained effects are in nats/token of final validation loss unless they name another "
-             "unit (bits per byte: bpb).", ""]
-    lines += markdown_table(["claim", "verdict", "where it ran", "effect, 95% CI [labels]", "n"],
-                   ([r.claim.id, f"**{r.verdict.verdict}**", _scoped(r), r.effect or r.verdict.reason,
-                     fmt(r.n, "d")] for r in results))
+             "One row per claim: its verdict (and what undecided it), the deciding effect with its 95% interval "
+             "(nats/token of final validation loss unless it names bpb or is a fraction), the setting it was decided "
+             "in, and its two most telling labels. Each claim's section below holds the rule, every setting's reading "
+             "and every label.", ""]
+    lines += markdown_table(HEADER, (summary_row(r) for r in results))
     for r in results:
         c = r.claim
         lines += ["", f"### {c.id}: {c.statement}", "",
                   f"*Source:* {c.source} · *kind:* {c.kind} · *runs:* {c.needs}", "",
                   f"**Verdict: {r.verdict.verdict}** — {r.verdict.reason}", ""]
+        if _scoped(r) != "–":
+            lines += [f"**Where it ran:** {_scoped(r)}", ""]
         if len(r.parts) > 1:  # each part's own verdict (after the multiplicity correction), then the conjunction
             lines += ["**Parts:**", "", *(f"- {label}: *{v.verdict}* — {v.reason}" for label, v in r.parts), ""]
         lines += [f"**Effect:** {r.effect or 'n/a'}" + ("" if r.n is None else f" (n = {r.n} seeds)"), "",
-                  f"**Rule:** Method, {c.id}.", "", f"**Why:** {c.why}", ""]
+                  f"**Rule:** {c.rule}.", "", f"**Why:** {c.why}", ""]
         if r.details:
             lines += ["**Numbers:**", "", *r.details, ""]
         lines.append(f"**Reproduce:** `{c.command}`" + ("" if c.kind != "trained" else " then `make report`"))

@@ -704,3 +704,17 @@ def test_c5_reads_the_textbook_network_not_a_bias_arm_or_a_width_arm_beside_it()
 
     assert fan_in_part(fan_in).verdict == CONTRADICTED
     assert "0.05" in fan_in_part(long).reason, fan_in_part(long)
+
+
+def test_an_exact_fp32_zero_of_gelu_is_a_pre_activation_below_about_minus_5_5():
+    """C5's GELU count is dtype-dependent (docs/claims.md): PyTorch's fp32 GELU returns exactly 0 below x ≈ −5.54
+    and never above −5.49, where the true |x·Φ(x)| is under 2e-7: the count reads the fraction below about −5.5."""
+    import math
+
+    import torch
+
+    x = torch.linspace(-8, -4, 40001, dtype=torch.float32)
+    zero = torch.nn.functional.gelu(x) == 0
+    assert bool(zero[x < -5.55].all()) and not bool(zero[x > -5.49].any())
+    assert max(abs(v * 0.5 * math.erfc(-v / math.sqrt(2))) for v in x[zero].tolist()) < 2e-7
+    assert not bool((torch.nn.functional.gelu(x.double()) == 0).any())  # in float64 no unit is exactly off here

@@ -11,6 +11,7 @@ from fixtures.report.synthetic import make_record, sweep_records, write_sweep
 
 from ffnbench import report
 from ffnbench.claims import CLAIM_IDS, CLAIMS, Run
+from ffnbench.claims.registry import SHARED_RULES
 from ffnbench.model.ffn import VARIANTS
 from ffnbench.report import method
 from ffnbench.report.comparisons import comparisons, primary_runs, variant_order
@@ -49,7 +50,8 @@ def test_report_has_every_section_and_a_verdict_line_per_claim(sweep):
     for heading in SECTIONS:
         assert heading in text, heading
     for cid in CLAIM_IDS:
-        assert re.search(rf"^\| {cid} \| \*\*(supported|contradicted|inconclusive)\*\* \|", text, re.M), cid
+        row = rf"^\| {cid} \| \*\*(supported|contradicted|inconclusive)\*\*( \([^|]*\))? \|"
+        assert re.search(row, text, re.M), cid
         assert f"### {cid}: " in text
     assert "Paired differences vs **gelu-b4-nobias**" in text and "Minimal detectable effect" in text
     assert "Seeds needed to resolve 0.01 nats" in text and "make sweep EXP=synthetic" in text
@@ -59,28 +61,44 @@ def method_section(text: str) -> str:
     return text[text.index("## Method"):text.index("## Claims")]
 
 
-def test_method_section_states_rules_noise_lr_protocol_multiplicity_and_limits(sweep):
+def test_method_section_is_one_rule_a_bullet_and_the_protocol_as_run_follows_the_claims(sweep):
+    """The Method states the rules, each a short bullet (the band, the lr choice, the outcome table among them);
+    each claim's own rule is in its section; the protocol as it ran (lr per verdict, grids, robustness labels, the
+    noise each comparison used) has its own section after the claims."""
     _, text = sweep
     method = method_section(text)
-    for claim in CLAIMS:  # every rule, as the registry states it
-        assert f"- **{claim.id}** ({claim.kind}): {claim.rule}." in method, claim.id
+    for name in SHARED_RULES:
+        assert f"- **{name}:** {SHARED_RULES[name]}." in method, name
+    assert "[0.4, 2]" in method and "equivalent within ±m" in method and "counted once" in method
     assert MULTIPLICITY in method
-    assert "seed-to-seed variance" in method and "hierarchical bootstrap over seeds and validation windows" in method
-    used = len(sweep_records()) + 1  # the finished runs and the diverged one
-    assert f"0 of the {used} runs here recorded them" in method  # the synthetic records have no per-window losses
-    assert "a difference smaller than the cross-machine spread (up to 0.009 nats measured on the quick sweep " \
-           "between two machines of the same kind) is not a finding" in method
-    assert "**Learning rate (protocol per verdict):** C1: " in method
-    assert "C6: relu's tuned lr decides which lrs count" in method
-    assert ("**Robustness (claims.robust: lr, init, training length, bracketing; labels per deciding comparison):** "
-            "C1: ") in method
+    assert "is not a finding" in method and "0.009 nats" in method
     assert "- **Instabilities** (recorded per run, outcomes of their variant at their lr, never dropped): plateau: " \
         in method
+    bullets = [line for line in method.splitlines() if line.startswith("- ")]
+    assert all(len(b) < 700 for b in bullets), max(bullets, key=len)
+    for claim in CLAIMS:  # every rule, as the registry states it, in its claim's section
+        section = text[text.index(f"### {claim.id}:"):]
+        assert f"**Rule:** {claim.rule}." in section[:section.index("**Why:**")], claim.id
+    protocol = text[text.index("## Protocol as run"):]
+    used = len(sweep_records()) + 1  # the finished runs and the diverged one
+    assert f"0 of the {used} runs here recorded them" in protocol  # the synthetic records have no per-window losses
+    assert "**Learning rate (protocol per verdict):** C1: " in protocol
+    assert "C6: relu's tuned lr decides which lrs count" in protocol
+    assert ("**Robustness (claims.robust: lr, init, training length, bracketing; labels per deciding comparison):** "
+            "C1: ") in protocol
     runs = [run_of(r) for r in sweep_records()]
     ratios = sorted(r.result.tokens / r.total_params for r in runs)
     assert ratios[0] < ratios[-1] < 20
     assert "against the ~20 of compute-optimal training (Hoffmann et al. 2022): " in method
     assert "× short of it" in method
+
+
+def test_the_claims_table_has_one_short_row_per_claim(sweep):
+    _, text = sweep
+    table = text[text.index("## Claims"):].split("\n### ")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| C")]
+    assert len(rows) == len(CLAIMS) and all(len(r) < 200 for r in rows), max(rows, key=len)
+    assert "| claim | verdict | deciding effect, 95% CI | decided in | labels | n |" in table
 
 
 def test_lr_protocols_are_those_of_the_deciding_comparisons():

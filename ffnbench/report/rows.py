@@ -1,0 +1,52 @@
+"""The Claims table's one short row per claim (DESIGN §9: read in a minute): the verdict and what undecided it, the
+deciding effect with its 95% interval, the setting it was decided in, and at most two labels. Everything else stays in
+the claim's own section."""
+
+from __future__ import annotations
+
+import re
+
+from ffnbench.claims import ClaimResult
+from ffnbench.claims.runs import short_setting
+
+# Labels that change how a verdict reads come first (at most two are shown): what undecided it or qualifies it
+PRIORITY = ("outside practice", "reverses", "dependent", "unchecked", "sensitive", "early-training", "confounded",
+            "not bracketed", "plateau-edge", "reduced grid")
+INTERVAL = re.compile(r"([+\-−]?\d+\.\d+)(?: (?:nats|bpb))?, 95% CI \[([+\-−]?\d+\.\d+), ([+\-−]?\d+\.\d+)\]")
+HEADER = ["claim", "verdict", "deciding effect, 95% CI", "decided in", "labels", "n"]
+
+
+def _verdict(r: ClaimResult) -> str:
+    """The verdict, with what undecided it in a few words ('inconclusive (init unchecked)')."""
+    m = re.search(r"inconclusive \(([^)]*)\)", r.verdict.reason)
+    return f"**{r.verdict.verdict}**" + (f" ({m.group(1)})" if m and r.verdict.verdict == "inconclusive" else "")
+
+
+def _effect(r: ClaimResult) -> str:
+    m = INTERVAL.search(r.effect or "")
+    if m is None:
+        text = r.effect or "n/a"
+        return text if len(text) <= 60 else text[:60].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+    mean, low, high = m.groups()  # as the effect prints them (signed for a difference, not for a fraction)
+    what = (r.effect or "")[:m.start()].split(";")[-1].strip().rstrip("=: ").strip()
+    what = what if len(what) <= 40 else ""
+    return f"{what + ' ' if what else ''}{mean} [{low}, {high}]"
+
+
+def _labels(r: ClaimResult) -> str:
+    found: list[str] = []
+    for group in re.findall(r"\[([^\]]*[a-z][^\]]*)\]", r.effect or ""):
+        for x in (x.strip() for x in group.split(",")):
+            if x == "outside practice" and found:  # "reverses at init std 0.16, outside practice" is one label
+                found[-1] += f", {x}"
+            elif x and not re.match(r"^[+\-−]?\d", x):
+                found.append(x)
+    found = list(dict.fromkeys(found))
+    ranked = sorted(found, key=lambda x: next((i for i, p in enumerate(PRIORITY) if p in x), len(PRIORITY)))
+    return "; ".join(ranked[:2]) or "–"
+
+
+def summary_row(r: ClaimResult) -> list[str]:
+    """The claim's row of the Claims table (HEADER's columns)."""
+    return [r.claim.id, _verdict(r), _effect(r), short_setting(r.where) if r.where else "–", _labels(r),
+            "–" if r.n is None else str(r.n)]
