@@ -7,6 +7,8 @@ import re
 import sys
 from pathlib import Path
 
+import pytest
+
 from ffnbench.claims import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,6 +136,38 @@ def test_a_changed_number_in_a_results_block_or_the_prose_fails_the_check(tmp_pa
     assert summary.regenerate(page, check=True)
     page.write_text(good.replace("Prose quoting +0.1234.", "Prose quoting 0.87."))
     assert summary.stray_numbers(page) == ["0.87"]
+
+
+def test_the_summary_tool_says_what_it_did_and_what_to_do_not_to_run_itself(tmp_path, monkeypatch, capsys):
+    """Write mode reports the blocks it rewrote (it used to say "run `python -m ffnbench.report.summary`", itself);
+    --check names the report a block differs from, the command that rewrites it and the one that rebuilds the report."""
+    import ffnbench.report.summary as summary
+
+    exp = tmp_path / "experiments" / "x"
+    exp.mkdir(parents=True)
+    (exp / "REPORT.md").write_text("## Claims\n\n| claim | verdict | where it ran | effect | n |\n"
+                                   "|---|---|---|---|---|\n| C1 | **a** | – | +0.1234 | 3 |\n")
+    monkeypatch.setattr(summary, "EXPERIMENTS", tmp_path / "experiments")
+    monkeypatch.setattr(summary, "ROOT", tmp_path)
+    monkeypatch.setattr(summary, "pages", lambda: [exp / "README.md"])
+    stale = "<!-- results:x -->\nold\n<!-- /results:x -->\n"
+    (exp / "README.md").write_text(stale)
+    with pytest.raises(SystemExit) as exit_:
+        summary.main(["--check"])
+    checked = capsys.readouterr().out
+    assert exit_.value.code == 1 and (exp / "README.md").read_text() == stale
+    assert "experiments/x/README.md: block results:x differs from experiments/x/REPORT.md" in checked
+    assert "rewrite it with `python -m ffnbench.report.summary`" in checked
+    assert "`python -m ffnbench.report experiments/x/results.jsonl`" in checked
+    summary.main([])
+    wrote = capsys.readouterr().out
+    assert wrote.strip() == "experiments/x/README.md: block results:x rewritten from experiments/x/REPORT.md: review " \
+                           "and commit it"
+    assert "+0.1234" in (exp / "README.md").read_text()
+    summary.main([])
+    assert capsys.readouterr().out.strip() == "nothing rewritten: every results block already matches its report"
+    summary.main(["--check"])
+    assert capsys.readouterr().out.strip() == "every results block matches its report"
 
 
 def _cells(line: str) -> int:

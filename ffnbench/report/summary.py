@@ -82,20 +82,33 @@ def block_text(name: str) -> str:
     return experiment_block((EXPERIMENTS / name / "REPORT.md").read_text())
 
 
+def _sources(name: str) -> str:
+    """The reports a block is built from, as paths to name in a message."""
+    names = [n for n, _ in README_COLUMNS] if name == "readme" else [name]
+    return ", ".join(f"experiments/{n}/REPORT.md" for n in names)
+
+
 def pages() -> list[Path]:
     return [ROOT / "README.md", *sorted(EXPERIMENTS.glob("*/README.md"))]
 
 
 def regenerate(page: Path, check: bool = False) -> list[str]:
-    """Rewrite (or, `check`, compare) every marked block of `page`; the problems found (blocks that differ)."""
+    """Rewrite (or, `check`, compare) every marked block of `page`; a line per block that differed: what to do about
+    it (`check`), or what was rewritten."""
     text = page.read_text()
     problems = []
 
     def fill(m: re.Match) -> str:
         name, want = m.group(1), block_text(m.group(1))
         if m.group(2) != want:
-            problems.append(f"{page.relative_to(ROOT)}: block results:{name} differs from its report; run "
-                            "`python -m ffnbench.report.summary`")
+            where = f"{page.relative_to(ROOT)}: block results:{name}"
+            if check:
+                report = "<name>" if name == "readme" else name
+                problems.append(f"{where} differs from {_sources(name)}; rewrite it with `python -m "
+                                "ffnbench.report.summary` (a report that is itself stale first: `python -m "
+                                f"ffnbench.report experiments/{report}/results.jsonl`)")
+            else:
+                problems.append(f"{where} rewritten from {_sources(name)}: review and commit it")
         return f"<!-- results:{name} -->\n{want}\n<!-- /results:{name} -->"
 
     new = BLOCK.sub(fill, text)
@@ -143,6 +156,9 @@ def main(argv: list[str] | None = None) -> None:
     problems = [p for page in pages() for p in regenerate(page, ns.check)]
     for p in problems:
         print(p)
+    if not problems:
+        print("every results block matches its report" if ns.check else
+              "nothing rewritten: every results block already matches its report")
     if ns.check and problems:
         sys.exit(1)
 
