@@ -8,6 +8,7 @@ metrics.csv, checkpoints/last.ckpt and Hydra's .hydra/."""
 from __future__ import annotations
 
 import contextlib
+import shlex
 import signal
 import sys
 import time
@@ -174,10 +175,14 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
     trainer = _trainer(run, devices, loggers, [world, thr, ckpt_cb, preemption, *callbacks])
     if is_rank_zero:
         m = run.model
+        final_tokens = int(dm.info["final_val_windows"]) * m.seq_len
         print(f"ffnbench: {run.run_dir.name}: {m.ffn.label}, d_ff={size_ffn(m.ffn, m.d_model).d_ff}, "
               f"{count_params(m).total:,} params, {run.total_steps} steps × {run.tokens_per_step} tokens on "
               f"{run.device_setup.accelerator} ({run.device_setup.precision}); "
-              f"peak {peak or 0:.3g} FLOP/s ({peak_source})")
+              f"peak {peak or 0:.3g} FLOP/s ({peak_source}); "
+              f"{final_validation_note(final_tokens, run.total_steps * run.tokens_per_step)}")
+        if note := warmup_note(run.optim.warmup_steps, run.total_steps):
+            print(f"ffnbench: {run.run_dir.name}: {note}")
 
     status, error, exit_code = "failed", None, 1
     try:
@@ -230,7 +235,9 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
             finish_wandb(exit_code, summary=result.wandb_summary())
         preemption.forward()  # under submitit: its handler requeues the job (which resumes) and exits
     if is_rank_zero:
-        print(finished_line(status, result.metrics, run.run_dir / RESULT_FILE))
+        learned = not any(i.get("kind") == "no_learning" for i in result.instabilities or [])
+        print(finished_line(status if learned else f"{status} without learning", result.metrics,
+                            run.run_dir / RESULT_FILE))
     return result
 
 
@@ -245,6 +252,33 @@ def _stop_signal(e: BaseException, preemption: PreemptionSignal) -> tuple[str, i
     return None
 
 
+def final_validation_note(final_tokens: int, trained_tokens: int) -> str:
+    """What the final validation costs, on the run's first line: data.final_val_tokens is one setting for every model
+    (part of a run's identity, so its default stays), and on a small model it can take longer than the training."""
+    return (f"final validation on {final_tokens:,} tokens (data.final_val_tokens), "
+            f"{final_tokens / max(trained_tokens, 1):.2g}× the tokens it trains on")
+
+
+def warmup_note(warmup_steps: int, total_steps: int) -> str | None:
+    """One line when the warmup is not shorter than the run: the schedule cuts it to the run (module.build_optimizer),
+    so the lr reaches optim.lr only at the end, and nothing after warmup is judged (runs.instability). None
+    otherwise."""
+    if warmup_steps < total_steps:
+        return None
+    cut = max(0, total_steps - 1)
+    return (f"optim.warmup_steps={warmup_steps} is not shorter than the run ({total_steps} steps): the warmup is cut "
+            f"to {cut} steps, the lr peaks at the end, and no plateau, spike or stall after warmup is judged")
+
+
+def sample_line(run_dir: Path) -> str:
+    """The last line of a finished `ffnbench train`: the run's folder, as the command that samples from it."""
+    try:
+        shown = Path(run_dir).resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        shown = Path(run_dir)
+    return f"ffnbench: sample from it: ffnbench sample {shlex.quote(str(shown))}"
+
+
 def stopped_line(what: str, step: int, saved: int | None, ckpt: Path) -> str:
     """The one line a stopped run prints (and records as its error): where it stopped, where it resumes from."""
     if saved is None:
@@ -253,7 +287,8 @@ def stopped_line(what: str, step: int, saved: int | None, ckpt: Path) -> str:
 
 
 def finished_line(status: str, metrics: dict, path: Path) -> str:
-    """The last line of a run: its status and final losses, at 4 decimals (result.json keeps them in full)."""
+    """The last line of a run: its status ("finished without learning" for a run whose record says so) and final
+    losses, at 4 decimals (result.json keeps them in full)."""
 
     def shown(x: object) -> str:
         return f"{x:.4f}" if isinstance(x, int | float) and not isinstance(x, bool) else str(x)
@@ -306,7 +341,10 @@ def _hydra_main(cfg: DictConfig) -> str:
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     try:
-        return train(cfg).status
+        result = train(cfg)
+        if not multirun and result.status == "finished" and result.run_dir:
+            print(sample_line(Path(result.run_dir)))
+        return result.status
     except FFNBenchError as e:
         print(f"ffnbench: error: {e}", file=sys.stderr)
         # Hydra made the run directory before train() could refuse the run: do not leave it behind.

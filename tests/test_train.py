@@ -198,16 +198,55 @@ def test_a_compiled_run_compiles_each_function_once_for_training_and_once_for_al
     assert result.compile["graphs"] == 4 and result.compile["recompiles"] == 2  # one a function
 
 
-def test_cli_trains_and_prints_where_the_result_is(cache_dir, tmp_path):
-    out = run_cli(*MICRO, "trainer.max_steps=10", f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'cli'}")
+def test_cli_trains_and_prints_where_the_result_is_and_how_to_sample_from_it(cache_dir, tmp_path):
+    out = run_cli(*MICRO, "trainer.max_steps=10", f"data.cache_dir={cache_dir}", "hydra.run.dir=runs/cli", cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert str(tmp_path / "cli" / RESULT_FILE) in out.stdout
-    assert (tmp_path / "cli" / ".hydra" / "config.yaml").exists()
-    assert not (tmp_path / "cli" / "train.log").exists()  # Hydra's job log: it only ever stayed empty
+    run_dir = tmp_path / "runs" / "cli"
+    assert str(run_dir / RESULT_FILE) in out.stdout
+    assert (run_dir / ".hydra" / "config.yaml").exists()
+    assert not (run_dir / "train.log").exists()  # Hydra's job log: it only ever stayed empty
     assert "GPU available" not in out.stdout + out.stderr  # Lightning's accelerator banner
-    metrics = RunResult.read(tmp_path / "cli").metrics
-    assert out.stdout.splitlines()[-1] == (f"ffnbench: finished: val loss {metrics['final_val_loss']:.4f}, val bpb "
-                                           f"{metrics['final_val_bpb']:.4f} → {tmp_path / 'cli' / RESULT_FILE}")
+    metrics = RunResult.read(run_dir).metrics
+    lines = out.stdout.splitlines()
+    assert lines[-2] == (f"ffnbench: finished: val loss {metrics['final_val_loss']:.4f}, val bpb "
+                         f"{metrics['final_val_bpb']:.4f} → {run_dir / RESULT_FILE}")
+    # the run's folder, as the command that samples from it, relative to where the command ran
+    assert lines[-1] == "ffnbench: sample from it: ffnbench sample runs/cli"
+    # what the final validation costs, on the first line (data.final_val_tokens: 4,096 here, 10 steps × 256 trained)
+    assert lines[0].endswith("; final validation on 4,096 tokens (data.final_val_tokens), 1.6× the tokens it trains on")
+
+
+def test_a_run_worse_than_chance_finishes_without_learning_and_a_warmup_longer_than_the_run_is_stated(cache_dir,
+                                                                                                      tmp_path, capsys):
+    # lr 3.0 on the micro model, 30 steps of its 50-step warmup: it ends far above the uniform loss ln 256
+    result = train(micro(cache_dir, tmp_path / "run", "trainer.max_steps=30", "optim.lr=3.0"))
+    assert result.status == "finished" and result.metrics["final_val_loss"] > math.log(256)
+    assert [(i["kind"], i["step"]) for i in result.instabilities] == [("no_learning", 30)]
+    assert RunResult.read(tmp_path / "run").instabilities == result.instabilities  # result.json says it
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == ("ffnbench: run: optim.warmup_steps=50 is not shorter than the run (30 steps): the warmup is "
+                        "cut to 29 steps, the lr peaks at the end, and no plateau, spike or stall after warmup is "
+                        "judged")
+    assert lines[-1].startswith("ffnbench: finished without learning: val loss ")
+
+
+def test_a_run_shorter_than_its_warmup_is_the_only_one_told_so():
+    from ffnbench.train import warmup_note
+
+    assert warmup_note(50, 51) is None
+    assert warmup_note(50, 50).startswith("optim.warmup_steps=50 is not shorter than the run (50 steps): the warmup "
+                                          "is cut to 49 steps")
+    assert "cut to 0 steps" in warmup_note(10, 1)
+
+
+def test_train_yaml_states_the_rounding_rule_of_multiple_of_that_the_code_applies():
+    from ffnbench.config.compose import CONF_DIR
+    from ffnbench.model.ffn import round_to_multiple
+
+    comment = next(line for line in (CONF_DIR / "train.yaml").read_text().splitlines()
+                   if line.strip().startswith("multiple_of:"))
+    assert round_to_multiple(90, 64) == 64 and round_to_multiple(96, 64) == 128  # the nearest multiple, ties up
+    assert "nearest multiple" in comment and "ties up" in comment and "round d_ff up" not in comment
 
 
 def test_the_last_line_rounds_the_losses_and_a_stop_says_where_it_resumes():

@@ -10,6 +10,11 @@ result.json (`instabilities`) and counted in the report, never a reason to drop 
 - **spike**: after warmup, the training loss rises more than `spike_margin` nats above its running minimum, then
   comes back within that margin. Step: the peak; size: the peak's height above the running minimum (nats).
   A rise that never comes back is a spike too, marked `recovered: false`.
+- **no_learning**: a finished run that did not learn. Its final validation loss is above the uniform loss ln V (worse
+  than giving every token the same probability; judged whatever the run's length), or the run ended past its warmup
+  but before a plateau can be judged (before `plateau_after`·warmup_steps) with its final loss still within
+  `plateau_margin` nats of the unigram loss (a longer run in that state is a plateau that did not recover). Step: the
+  run's last; size: its final loss (nats). Its final loss is no sample of its variant's noise: `failed_to_learn`.
 
 Pure functions of numbers: the run records them when it ends (train.py), and the report recounts records that
 predate them from their curves (validation curve for a spike when no training curve was recorded)."""
@@ -19,11 +24,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from ffnbench.config.validate import check_known_keys
 from ffnbench.errors import ConfigError
 
-KINDS = ("diverged", "plateau", "spike")
+if TYPE_CHECKING:
+    from ffnbench.runs.result import RunResult
+
+KINDS = ("diverged", "plateau", "spike", "no_learning")
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,11 @@ class Thresholds:
                 f"training loss more than {self.spike_margin:g} nats above its running minimum, then back within it; "
                 "diverged: a non-finite loss")
 
+    def describe_no_learning(self) -> str:
+        return ("no learning: a final validation loss above the uniform loss ln V, or, for a run that ended past its "
+                f"warmup but before {self.plateau_after:g}× it, within {self.plateau_margin:g} nats of the unigram "
+                "loss")
+
 
 @dataclass(frozen=True)
 class Instability:
@@ -79,6 +93,8 @@ class Instability:
         if self.kind == "spike":
             back = "" if self.recovered else ", not recovered"
             return f"spike at step {self.step} (+{self.size:.2f} nats{back})"
+        if self.kind == "no_learning":
+            return f"no learning (final loss {self.size:.2f} nats at step {self.step})"
         return f"diverged at step {self.step}"
 
 
@@ -128,16 +144,53 @@ def spikes(train_curve: Curve, warmup_steps: int, t: Thresholds) -> list[Instabi
     return out
 
 
+def no_learning(*, status: str, steps: int | None, final_loss: float | None, uniform_loss: float | None,
+                unigram_loss: float | None, warmup_steps: int, t: Thresholds) -> Instability | None:
+    """Whether a run ended without learning (module docstring), or None. Only a finished run is judged (an
+    interrupted or failed one has not ended), on its final validation loss."""
+    if status != "finished" or not steps or final_loss is None or not math.isfinite(final_loss):
+        return None
+    worse_than_chance = uniform_loss is not None and final_loss > uniform_loss
+    unjudged_plateau = (unigram_loss is not None and math.isfinite(unigram_loss)
+                        and warmup_steps < steps < t.plateau_after * max(warmup_steps, 1)
+                        and final_loss >= unigram_loss - t.plateau_margin)
+    if worse_than_chance or unjudged_plateau:
+        return Instability("no_learning", int(steps), float(final_loss), recovered=False)
+    return None
+
+
 def detect(*, status: str, steps: int | None, val_curve: Curve, train_curve: Curve | None, unigram_loss: float | None,
-           warmup_steps: int, thresholds: Thresholds) -> list[Instability]:
+           warmup_steps: int, thresholds: Thresholds, final_loss: float | None = None,
+           uniform_loss: float | None = None) -> list[Instability]:
     """Every instability of one run, in step order. `train_curve` None (a record that predates it): spikes are
-    looked for on the validation curve, which sees only the ones that last to a checkpoint."""
+    looked for on the validation curve, which sees only the ones that last to a checkpoint. `final_loss` (the final
+    validation's) and `uniform_loss` (ln V): whether it learned (no_learning); not judged without a final loss."""
     found: list[Instability] = []
     p = plateau(val_curve, unigram_loss, warmup_steps, thresholds)
     if p:
         found.append(p)
+    n = no_learning(status=status, steps=steps, final_loss=final_loss, uniform_loss=uniform_loss,
+                    unigram_loss=unigram_loss, warmup_steps=warmup_steps, t=thresholds)
+    if n:
+        found.append(n)
     found += spikes(train_curve if train_curve is not None else val_curve, warmup_steps, thresholds)
     if status == "diverged":
         bad = [s for s, v in (train_curve or []) if not math.isfinite(v)]
         found.append(Instability("diverged", bad[0] if bad else int(steps or 0), None, recovered=False))
     return sorted(found, key=lambda i: (i.step, KINDS.index(i.kind)))
+
+
+def failed_to_learn(result: RunResult) -> bool:
+    """Whether a run's record says it finished without learning (no_learning), judged from the record's own numbers:
+    its final validation loss, vocabulary, steps, warmup and thresholds, and its corpus's unigram loss where the record
+    holds it. The same answer for a record written before the kind existed, so a reader (the claims) can keep such a
+    run out of the loss statistics, where its loss would pass for noise."""
+    config = result.config or {}
+    vocab = (result.model or {}).get("vocab_size")
+    unigram = (result.data or {}).get("unigram_loss")
+    return no_learning(
+        status=result.status, steps=result.steps, final_loss=result.metric("final_val_loss"),
+        uniform_loss=math.log(vocab) if isinstance(vocab, int) and vocab > 1 else None,
+        unigram_loss=float(unigram) if isinstance(unigram, int | float) else None,
+        warmup_steps=int((config.get("optim") or {}).get("warmup_steps") or 0),
+        t=Thresholds.from_config(config.get("instability"))) is not None

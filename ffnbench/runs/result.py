@@ -111,8 +111,9 @@ class RunResult:
     compile: dict | None = None
     # The training loss at every logging step, [[step, loss], ...]: what spikes are read from. None in older records.
     train_curve: list | None = None
-    # ffnbench.runs.instability.detect's findings, [{kind, step, size, recovered}, ...], with the thresholds of the run's
-    # config (`instability`). None in records from before it existed: the report recounts those from their curves.
+    # ffnbench.runs.instability.detect's findings, [{kind, step, size, recovered}, ...], with the thresholds of the
+    # run's config (`instability`). None in records from before it existed: the report recounts those from their
+    # curves.
     instabilities: list | None = None
 
     @classmethod
@@ -199,7 +200,8 @@ class RunResult:
                 status=status, steps=steps, val_curve=[(h["step"], h["val_loss"]) for h in history],
                 train_curve=list(train_history), unigram_loss=data.get("unigram_loss"),
                 warmup_steps=int((config.get("optim") or {}).get("warmup_steps") or 0),
-                thresholds=Thresholds.from_config(config.get("instability")))],
+                thresholds=Thresholds.from_config(config.get("instability")),
+                final_loss=final_set["val_loss"] if final else None, uniform_loss=math.log(model.vocab_size))],
         )
 
     # ---- (de)serialisation ------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import math
 import pytest
 
 from ffnbench.errors import ConfigError
-from ffnbench.runs.instability import Instability, Thresholds, detect, plateau, spikes
+from ffnbench.runs.instability import Instability, Thresholds, detect, failed_to_learn, no_learning, plateau, spikes
 
 T = Thresholds(plateau_margin=0.45, plateau_after=2.5, spike_margin=0.3)
 UNIGRAM = 3.30
@@ -79,3 +79,54 @@ def test_without_a_training_curve_spikes_are_read_off_the_validation_curve():
 def test_thresholds_out_of_range_are_refused_in_one_line(bad, match):
     with pytest.raises(ConfigError, match=match):
         Thresholds.from_config(bad)
+
+
+LN_V = math.log(256)  # the uniform loss over bytes
+
+
+def test_a_finished_run_worse_than_chance_did_not_learn_whatever_its_length():
+    # lr 3.0 on the micro model: 60 steps (past a 50-step warmup) end at 86.74 nats, 30 (inside it) at 260.96
+    found = detect(status="finished", steps=60, val_curve=[(0, 5.53), (60, 86.74)], train_curve=[(9, 6.0), (59, 80.0)],
+                   unigram_loss=UNIGRAM, warmup_steps=50, thresholds=T, final_loss=86.74, uniform_loss=LN_V)
+    assert found == [Instability("no_learning", 60, 86.74, recovered=False)]
+    assert found[0].describe() == "no learning (final loss 86.74 nats at step 60)"
+    inside = dict(status="finished", steps=30, uniform_loss=LN_V, unigram_loss=UNIGRAM, warmup_steps=50, t=T)
+    assert no_learning(final_loss=260.96, **inside) == Instability("no_learning", 30, 260.96, recovered=False)
+    # just better than chance inside the warmup: nothing is judged against the unigram loss before warmup ends
+    assert no_learning(final_loss=5.5, **inside) is None
+    # only a finished run has ended: an interrupted, failed or diverged one is not judged (a divergence says itself)
+    for status in ("interrupted", "failed", "diverged"):
+        assert no_learning(**{**inside, "status": status}, final_loss=260.96) is None
+    assert no_learning(final_loss=None, **inside) is None and no_learning(final_loss=math.nan, **inside) is None
+    # without the uniform loss (a caller that does not give it) nothing is judged against it
+    assert detect(status="finished", steps=30, val_curve=[(0, 5.5), (30, 260.0)], train_curve=None,
+                  unigram_loss=UNIGRAM, warmup_steps=50, thresholds=T, final_loss=260.0) == []
+
+
+def test_a_run_past_warmup_but_too_short_for_a_plateau_that_ends_near_the_unigram_loss_did_not_learn():
+    # warmup 40: a plateau is judged from step 2.5 x 40 = 100 on; a run that ends before, past its warmup, still
+    # within 0.45 nats of the unigram loss (3.30) did not learn
+    short = dict(status="finished", uniform_loss=LN_V, unigram_loss=UNIGRAM, warmup_steps=WARMUP, t=T)
+    assert no_learning(steps=60, final_loss=3.0, **short) == Instability("no_learning", 60, 3.0, recovered=False)
+    assert no_learning(steps=60, final_loss=2.8, **short) is None  # more than 0.45 nats below it: it learned
+    assert no_learning(steps=40, final_loss=3.0, **short) is None  # the run ended with its warmup: not judged
+    assert no_learning(steps=60, final_loss=3.0, **{**short, "unigram_loss": None}) is None  # no corpus figure
+    # long enough for a plateau: the plateau (not recovered) says it, not a second kind
+    found = detect(status="finished", steps=200, val_curve=[(0, 5.5), (100, 3.1), (200, 3.0)], train_curve=None,
+                   unigram_loss=UNIGRAM, warmup_steps=WARMUP, thresholds=T, final_loss=3.0, uniform_loss=LN_V)
+    assert found == [Instability("plateau", 200, 160.0, recovered=False)]
+
+
+def test_failed_to_learn_judges_a_record_from_its_own_numbers_whatever_it_recorded():
+    from ffnbench.runs.result import RunResult
+
+    record = RunResult(status="finished", steps=60, config={"optim": {"warmup_steps": 50}},
+                       model={"vocab_size": 256}, metrics={"final_val_loss": 86.74}, instabilities=[])
+    assert failed_to_learn(record)  # above ln 256, though its record (written before the kind) lists nothing
+    assert not failed_to_learn(record.replace(metrics={"final_val_loss": 3.0}))  # no unigram loss: only chance
+    assert failed_to_learn(record.replace(metrics={"final_val_loss": 3.0}, data={"unigram_loss": UNIGRAM}))
+    assert not failed_to_learn(record.replace(metrics={"final_val_loss": 2.0}, data={"unigram_loss": UNIGRAM}))
+    assert not failed_to_learn(record.replace(status="diverged", metrics={"final_val_loss": None}))
+    # the thresholds of the record's config: a wider margin takes 2.0 for near the unigram loss
+    wide = {"optim": {"warmup_steps": 50}, "instability": {"plateau_margin": 1.5}}
+    assert failed_to_learn(record.replace(metrics={"final_val_loss": 2.0}, data={"unigram_loss": UNIGRAM}, config=wide))
