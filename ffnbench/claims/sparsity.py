@@ -239,15 +239,16 @@ def per_layer_dead(runs: Iterable[Run]) -> list[float] | None:
 
 
 def c6(obs: Observations) -> Evidence:
-    """Over relu's lr grid in its deciding setting (tuning and judged runs alike: each lr's seeds are independent
-    samples of its dead fraction), each lr's dead fraction with its own interval. The lrs that count are the large
-    ones: above the lr relu was tuned to (the one it would be trained at), where every seed finished (where some
-    diverged, the survivors are a selected sample: shown, not judged). Supported if at some counted lr the dead
-    fraction's 95% CI lies at or above 40% (Holm over the counted lrs), contradicted if at every counted lr it lies
-    below, inconclusive otherwise. The part reads every lr itself; it is read again under the other init, at
+    """Over relu's lr grid in its deciding setting (tuning, judged and neighbour runs alike: each lr's seeds are
+    independent samples of its dead fraction), each lr's dead fraction with its own interval. The lrs that count are
+    the large ones: above the lr relu was tuned to (the one it would be trained at), where every seed finished
+    (where some diverged, the survivors are a selected sample: shown, not judged). Supported if at some counted lr
+    the dead fraction's 95% CI lies at or above 40% (Holm over the counted lrs), contradicted if at every counted lr
+    it lies below, inconclusive otherwise. The part reads every lr itself; it is read again under the other init, at
     LONGER× the tokens and at another size where relu ran a grid there (claims.robust.cell_check)."""
     ev = Evidence()
-    relu = [r for r in obs.with_tuning if r.act == "relu" and matched_key(r) is not None]
+    # every run of relu at each lr: tuning, judged and neighbour seeds are all independent samples of its dead fraction
+    relu = [r for r in obs.with_neighbours if r.act == "relu" and matched_key(r) is not None]
     if not relu:
         return ev
     groups = group_by(relu, matched_key)

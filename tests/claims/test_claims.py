@@ -718,3 +718,19 @@ def test_an_exact_fp32_zero_of_gelu_is_a_pre_activation_below_about_minus_5_5():
     assert bool(zero[x < -5.55].all()) and not bool(zero[x > -5.49].any())
     assert max(abs(v * 0.5 * math.erfc(-v / math.sqrt(2))) for v in x[zero].tolist()) < 2e-7
     assert not bool((torch.nn.functional.gelu(x.double()) == 0).any())  # in float64 no unit is exactly off here
+
+
+def test_c6_reads_every_seed_at_each_lr_neighbour_runs_included():
+    """relu judged at its chosen lr's upper neighbour on 6 fresh seeds, where 3 tuning seeds also ran: C6's lr row
+    there counts all 9 seeds, not the 3 tuning seeds alone."""
+    from ffnbench.claims.lr_protocol import mark_neighbours
+
+    tuning = [make_record("relu", s, loss, lr=lr, dead=dead, config={"tuning": True})
+              for s in (100, 101, 102) for lr, loss, dead in ((0.004, 3.2, 0.05), (0.008, 3.0, 0.1),
+                                                              (0.016, 3.1, 0.3))]
+    judged = [make_record("relu", s, 3.0, lr=lr, dead=dead, config={"lr_protocol.judge_neighbours": True})
+              for s in range(6) for lr, dead in ((0.008, 0.1), (0.004, 0.05), (0.016, 0.3 + 0.01 * s))]
+    result = {r.claim.id: r for r in evaluate(mark_neighbours([Run.from_record(r) for r in tuning + judged]),
+                                              bench_files=[])}["C6"]
+    row = next(line for line in result.details if line.startswith("| 0.016 |"))
+    assert row.startswith("| 0.016 | 9 |"), row
