@@ -146,6 +146,15 @@ def c8(obs: Observations) -> Evidence:
                          Verdict(INCONCLUSIVE, "needs two depths: run `make sweep EXP=depth`")))
         return ev
     shallow, deep = _depth_pair(comps, depths[0], depths[-1], prefer=(deciding[0], deciding[-1]))
+    # depth at matched tokens where the sweep ran it (the deep side the deciding one): else depth and length move
+    # together, and the interaction says so
+    at_matched = [(s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1], matched=True)
+                  if deep is not None and d is deep and s.key.factor("trainer.tokens_per_param")
+                  != d.key.factor("trainer.tokens_per_param")]
+    confounded = not at_matched and shallow is not None and not robust.matched(robust.tokens(shallow),
+                                                                                robust.tokens(deep))
+    if at_matched:
+        shallow, deep = at_matched[0]
     if shallow is None:
         ev.parts.append(("more so in deeper networks",
                          Verdict(INCONCLUSIVE, "no pair of depths with otherwise equal settings")))
@@ -155,7 +164,7 @@ def c8(obs: Observations) -> Evidence:
     interaction, v = _interaction(shallow, deep)
     # read again in the cells that vary one factor (init, 4× the tokens, size), each pair in its own setting; its lr
     # check: its sign at every pair of judged lrs at both depths (where both were judged at their neighbours)
-    rest = without_factor(shallow.key, "model.n_layer")
+    rest = without_factor(deep.key, "model.n_layer")  # the deep side: at matched tokens the shallow one trains longer
     others = {without_factor(s.key, "model.n_layer"): (s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1])
               if (s.best_lr, s.protocol) == (shallow.best_lr, shallow.protocol)}  # lrs chosen as the deciding pair's
     def where(pair: tuple[Comparison, Comparison]) -> str:
@@ -167,6 +176,14 @@ def c8(obs: Observations) -> Evidence:
     if lr_cell is not None:
         cells["lr"] = [lr_cell]
     checked = robust.cell_check(v, where((shallow, deep)), cells)
+    if confounded:
+        checked.labels.append(DEPTH_CONFOUNDED)
+        checked.lines.append(f"  - {DEPTH_CONFOUNDED}: at equal tokens per parameter {depths[0]} layers trained "
+                             f"{(robust.tokens(shallow) or 0) / 1e6:.2f}M tokens, {depths[-1]} layers "
+                             f"{(robust.tokens(deep) or 0) / 1e6:.2f}M; no pair at matched tokens ran")
+    elif at_matched:
+        checked.lines.append(f"  - depths at matched tokens ({(robust.tokens(deep) or 0) / 1e6:.2f}M): {depths[0]} "
+                             f"layers at {shallow.key.factor('trainer.tokens_per_param'):g} tokens/param")
     ev.add_part(label, checked.verdict, checked.missing)
     ev.n = min_n(ev.n, interaction.n)
     ev.effect += f"; depth interaction = {fmt_interval(interaction)}" + (
@@ -212,20 +229,32 @@ def _at_depth(base, depth: int):
     return tuple((k, depth if k == "model.n_layer" else v) for k, v in base)
 
 
-def _depth_pairs(comps: list[Comparison], shallow: int, deep: int) -> list[tuple[Comparison, Comparison]]:
-    """The comparisons at the two depths that agree on everything else (the setting and how the lrs were chosen),
-    one pair each (the one with the most shared seeds where there are several)."""
-    def rest(c: Comparison) -> tuple:
-        # a tuned comparison's lr text names each depth's own tuned lrs: pair on the protocol, not that text
-        return (without_factor(c.key, "model.n_layer"), c.best_lr, c.protocol, None if c.best_lr else c.lr)
+DEPTH_CONFOUNDED = "depth confounded with tokens"
 
+
+def _depth_pairs(comps: list[Comparison], shallow: int, deep: int, matched: bool = False
+                 ) -> list[tuple[Comparison, Comparison]]:
+    """The comparisons at the two depths that agree on everything else (the setting and how the lrs were chosen),
+    one pair each (the one with the most shared seeds where there are several). Tokens scale with the non-embedding
+    parameters, so at equal tokens per parameter the shallow side trains fewer tokens; `matched`: the pairs that
+    trained the same tokens instead (the shallow side at deep/shallow times the tokens per parameter), keyed by the
+    deep side's setting."""
+    def rest(c: Comparison, drop: tuple[str, ...]) -> tuple:
+        key = without_factor(c.key, "model.n_layer")
+        for f in drop:
+            key = without_factor(key, f)
+        # a tuned comparison's lr text names each depth's own tuned lrs: pair on the protocol, not that text
+        return (key, c.best_lr, c.protocol, None if c.best_lr else c.lr)
+
+    drop = ("trainer.tokens_per_param",) if matched else ()
     best: dict = {}
     for s in comps:
         for d in comps:
             if s.key.factor("model.n_layer") == shallow and d.key.factor("model.n_layer") == deep \
-                    and rest(s) == rest(d):
+                    and rest(s, drop) == rest(d, drop) \
+                    and (not matched or robust.matched(robust.tokens(s), robust.tokens(d))):
                 shared = len(set(s.seed_diffs) & set(d.seed_diffs))
-                key = rest(s)
+                key = rest(d, ()) if matched else rest(s, drop)
                 if key not in best or shared > best[key][0]:
                     best[key] = (shared, s, d)
     return [(s, d) for _, s, d in best.values()]

@@ -142,13 +142,13 @@ def _partners(comps: list[Comparison], best: Comparison, factor: str) -> list[Co
     return sorted(found, key=lambda c: (-c.n, repr(c.key)))
 
 
-def _tokens(c: Comparison) -> float | None:
+def tokens(c: Comparison) -> float | None:
     """The training tokens of a comparison's runs (their mean), from their records."""
     tokens = [r.result.tokens for r in (*c.a_runs, *c.b_runs) if r.result.tokens]
     return sum(tokens) / len(tokens) if tokens else None
 
 
-def _matched(x: float | None, y: float | None) -> bool:
+def matched(x: float | None, y: float | None) -> bool:
     return x is not None and y is not None and abs(x - y) <= MATCHED_TOKENS * max(x, y)
 
 
@@ -165,7 +165,7 @@ def size_pair(comps: list[Comparison], best: Comparison) -> tuple[Comparison, Co
         for c in mine:
             here = dataclasses.replace(c.key, setting=tuple((k, v) for k, v in c.key.setting
                                                             if k not in (*FACTORS["size"], *FACTORS["length"])))
-            if here == rest and _matched(_tokens(c), _tokens(other)):
+            if here == rest and matched(tokens(c), tokens(other)):
                 return c, other, True
     plain = _partners(comps, best, "size")
     return (best, plain[0], False) if plain else None
@@ -254,8 +254,8 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
         v_here, v_there = judged(here), judged(there)
         label = SIZE_ROBUST if v_here.verdict == v_there.verdict else SIZE_DEPENDENT
         out.labels += [label] + ([] if matched else [TOKENS_CONFOUNDED])
-        how = (f"at matched tokens ({(_tokens(there) or 0) / 1e6:.2f}M)" if matched else
-               f"at {(_tokens(here) or 0) / 1e6:.2f}M against {(_tokens(there) or 0) / 1e6:.2f}M tokens: "
+        how = (f"at matched tokens ({(tokens(there) or 0) / 1e6:.2f}M)" if matched else
+               f"at {(tokens(here) or 0) / 1e6:.2f}M against {(tokens(there) or 0) / 1e6:.2f}M tokens: "
                f"{TOKENS_CONFOUNDED}")
         out.lines.append(f"  - {label} {how}: {what} at d_model {there.key.factor('model.d_model')} ({there.lr}) = "
                          f"{_shown(there, unit)} (n = {there.n}): {_said(v_there)}, against {_shown(here, unit)} "

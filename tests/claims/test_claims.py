@@ -734,3 +734,28 @@ def test_c6_reads_every_seed_at_each_lr_neighbour_runs_included():
                                               bench_files=[])}["C6"]
     row = next(line for line in result.details if line.startswith("| 0.016 |"))
     assert row.startswith("| 0.016 | 9 |"), row
+
+
+def test_c8s_depth_interaction_is_read_at_matched_tokens_where_that_pair_ran_else_labelled_confounded():
+    """At equal tokens per parameter 2 layers train half the tokens of 4: the interaction says "depth confounded
+    with tokens"; where 2 layers also ran at twice the tokens per parameter (the same tokens as 4 layers), that pair
+    is read instead: here swish's edge grows with depth at equal tokens per parameter, and does not at matched tokens."""
+    def with_tokens(records, tokens):
+        for r in records:
+            r["tokens"] = tokens[(r["config"]["model"]["n_layer"], r["config"]["trainer"].get("tokens_per_param"))]
+        return records
+
+    tokens = {(2, 6): 0.6e6, (4, 6): 1.2e6, (2, 12): 1.2e6}
+    base = _depth_cell(0.02, 0.10, **{"trainer.tokens_per_param": 6})  # Δ grows from 0.02 to 0.10 with depth
+    result = verdicts(with_tokens(base, tokens))["C8"]
+    assert "depth confounded with tokens" in result.effect, result.effect
+    assert "depth confounded with tokens: at equal tokens per parameter 2 layers trained 0.60M tokens, 4 layers " \
+           "1.20M" in "\n".join(result.details)
+    # 2 layers at 12 tokens/param: swish's edge there is as large as at 4 layers (no depth effect at matched tokens)
+    matched = [r for r in _depth_cell(0.10, 0.10, **{"trainer.tokens_per_param": 12}) if r["config"]["model"]
+               ["n_layer"] == 2]
+    result = verdicts(with_tokens(base + matched, tokens))["C8"]
+    assert "depth confounded with tokens" not in result.effect, result.effect
+    assert "depths at matched tokens (1.20M): 2 layers at 12 tokens/param" in "\n".join(result.details)
+    assert "depth interaction = +0.0000" in result.effect or "depth interaction = -0.00" in result.effect or \
+        "depth interaction = +0.00" in result.effect, result.effect
