@@ -739,7 +739,7 @@ def test_c6_reads_every_seed_at_each_lr_neighbour_runs_included():
 def test_c8s_depth_interaction_is_read_at_matched_tokens_where_that_pair_ran_else_labelled_confounded():
     """At equal tokens per parameter 2 layers train half the tokens of 4: the interaction says "depth confounded
     with tokens"; where 2 layers also ran at twice the tokens per parameter (the same tokens as 4 layers), that pair
-    is read instead: here swish's edge grows with depth at equal tokens per parameter, and does not at matched tokens."""
+    is read instead: here swish's edge grows with depth at equal tokens per parameter, not at matched tokens."""
     def with_tokens(records, tokens):
         for r in records:
             r["tokens"] = tokens[(r["config"]["model"]["n_layer"], r["config"]["trainer"].get("tokens_per_param"))]
