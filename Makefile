@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # pytest-xdist: up to 4 workers, one test file each at a time (a file's shared fixtures are built once)
 PARALLEL := -n auto --maxprocesses 4 --dist loadfile
 
-EXP      ?= quick   # sweep preset: conf/experiment/<EXP>.yaml
+EXP      ?= quick   # sweep preset: conf/experiment/<EXP>.yaml (micro: the quick form, at the micro model)
 ARGS     ?=         # extra Hydra overrides for every run, e.g. ARGS="trainer.max_tokens=20000"
 LAUNCHER ?=         # basic (default) | joblib | submitit_local | submitit_slurm
 SWEEP    ?=         # sweep directory for `make report` (default: the last sweep)
@@ -46,7 +46,7 @@ test-min: ## the Lightning/Hydra/submitit tests at the lowest versions pyproject
 	$(MIN_VENV)/bin/python -m pip list --format=freeze | grep -iE '^(lightning|torch|hydra|omegaconf|submitit|wandb|datasets)' 
 	$(MIN_VENV)/bin/python -m pytest -q -p no:cacheprovider $(PARALLEL) $(MIN_TESTS)
 
-sweep: $(STAMP) ## run a sweep (default EXP=quick, offline on CPU) and write its report
+sweep: $(STAMP) ## run a sweep (default EXP=quick, ~10 min on 2 cores; EXP=micro: ~2 min) and write its report
 	$(PY) -m ffnbench.sweep $(strip $(EXP)) $(if $(strip $(LAUNCHER)),--launcher $(strip $(LAUNCHER))) -- $(ARGS)
 
 report: $(STAMP) ## (re)build REPORT.md and figures for SWEEP (default: the last sweep)
