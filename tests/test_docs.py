@@ -104,6 +104,53 @@ def test_a_new_command_without_a_rule_fails_the_check(tmp_path):
     assert any("`make frobnicate`" in p for p in doc_commands.problems(tmp_path))
 
 
+SAMPLE = re.compile(r"^(?:python -m )?ffnbench sample runs/(\S+)/(\S+)")
+SWEEP = re.compile(r"^make sweep(?: EXP=(\w+))?(?: |$)")
+
+
+def sampled_runs_without_a_sweep(root: Path = ROOT) -> list[str]:
+    """Every `ffnbench sample runs/<exp>/<run>` of a page whose run no `make sweep [EXP=<exp>]` of that page plans:
+    a reader following the page would have no such folder."""
+    from ffnbench.sweep.planning import plan
+
+    doc_commands = _doc_commands()
+    sweeps: dict[str, set[str]] = {}  # page → the experiments its `make sweep` commands run
+    samples = []
+    for c in doc_commands.commands(root):
+        pages = {place.rsplit(":", 1)[0] for place in c.places}
+        if m := SWEEP.match(c.text):
+            for page in pages:
+                sweeps.setdefault(page, set()).add(m.group(1) or "quick")
+        elif m := SAMPLE.match(c.text):
+            samples += [(page, m) for page in pages]
+    planned: dict[str, set[str]] = {}
+    problems = []
+    for page, m in samples:
+        experiment, run = m.groups()
+        if experiment not in sweeps.get(page, set()):
+            problems.append(f"{page}: `{m.group(0)}` samples a run of `{experiment}`, which no `make sweep` there runs")
+            continue
+        if experiment not in planned:
+            planned[experiment] = {r.run_dir.name for r in plan(experiment, None, [])[0]}
+        if run not in planned[experiment]:
+            problems.append(f"{page}: `{m.group(0)}`: `make sweep EXP={experiment}` plans no run {run}")
+    return problems
+
+
+def test_every_sampled_run_is_one_the_pages_own_sweep_commands_create(tmp_path):
+    """README's `ffnbench sample runs/default/gelu-b4-nobias-s0` named a folder only a bare default run leaves; the
+    path must be one the page's own commands create. The check can fail: a page sampling that folder is refused."""
+    assert sampled_runs_without_a_sweep() == []
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("```sh\nmake sweep\npython -m ffnbench sample runs/default/gelu-b4-nobias-s0\n"
+                                        "python -m ffnbench sample runs/quick/gelu-w3-nobias-s0\n```\n")
+    assert sampled_runs_without_a_sweep(tmp_path) == [
+        "README.md: `python -m ffnbench sample runs/default/gelu-b4-nobias-s0` samples a run of `default`, which no "
+        "`make sweep` there runs",
+        "README.md: `python -m ffnbench sample runs/quick/gelu-w3-nobias-s0`: `make sweep EXP=quick` plans no run "
+        "gelu-w3-nobias-s0"]
+
+
 def test_every_results_table_is_its_reports_and_no_prose_number_is_typed_by_hand():
     """README.md's and each experiment README's results blocks are what `python -m ffnbench.report.summary` builds
     from the published REPORT.md files, and every decimal number outside them is one its report holds."""
