@@ -55,8 +55,8 @@ report: $(STAMP) ## (re)build REPORT.md and figures for SWEEP (default: the last
 bench: $(STAMP) ## performance benchmarks, recorded as ratios under experiments/bench/
 	$(PY) -m ffnbench.bench
 
-gpu-check: $(STAMP) ## a GPU machine end to end (≤ ~8 min): compiled training, MFU, overhead, C9, DDP → experiments/bench/<gpu>/
-	$(PY) -m ffnbench.bench.gpucheck
+gpu-check: $(STAMP) ## a GPU machine end to end, ≤ 8 min on one H100 → experiments/bench/<gpu>/ (ARGS="--cpu-smoke --out DIR": its control flow on a CPU)
+	$(PY) -m ffnbench.bench.gpucheck $(ARGS)
 
 params: $(STAMP) ## the documents' FFN parameter/FLOP table (ARGS="model=tiny ffn=swiglu" for a config)
 	$(PY) -m ffnbench params $(ARGS)
