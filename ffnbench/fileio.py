@@ -1,13 +1,16 @@
 """How ffnbench writes and reads its files: atomically (a reader, or a crash, sees the old file or the new one,
-never half of one), JSON with NaN/inf as null, and JSON reads that say what is wrong with a file they cannot use.
-Records, caches, benchmark results and the loggers' files are all written through here."""
+never half of one), JSON with NaN/inf as null, JSON reads that say what is wrong with a file they cannot use, and a
+full disk told in one line (where, how much is free, how much is needed). Records, caches, benchmark results and the
+loggers' files are all written through here."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,3 +72,45 @@ def read_json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise CorruptRecord(f"{path}: expected a JSON object, found {type(data).__name__}")
     return data
+
+
+# "No space left on device", and a user's disk quota exceeded (clusters' home and project folders): the same fix
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def no_space(error: BaseException | None) -> OSError | None:
+    """The OSError of a full disk (NO_SPACE) that `error` is or was raised from (its cause or context, as a write that
+    failed inside another's clean-up chains them), or None."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def free_bytes(path: Path) -> int:
+    """The bytes free to this user on the filesystem that holds `path` (its nearest existing folder)."""
+    path = Path(path).absolute()
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    return shutil.disk_usage(existing).free
+
+
+def full_folder(error: OSError, fallback: Path) -> Path:
+    """The folder whose disk `error` found full: of the files it names (a copy names its source and its target) and
+    `fallback`, the folder with the least space free."""
+    named = [Path(os.fsdecode(f)).parent for f in (error.filename2, error.filename) if isinstance(f, str | bytes)]
+    return min([*named, Path(fallback)], key=free_bytes)
+
+
+def size_text(n: float) -> str:
+    """Bytes for a reader: 512 B, 3.1 MB, 1.2 GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+class DiskFull(Exception):
+    """A write found its disk full; the message is the one line that says where, what is free and what is needed."""

@@ -29,7 +29,7 @@ from ffnbench.config.schema import OptimConfig, TrainerConfig, run_spec, to_cont
 from ffnbench.data import LMDataModule, check_windows
 from ffnbench.data.tokenizer import vocab_size_for
 from ffnbench.errors import ConfigError, FFNBenchError
-from ffnbench.fileio import write_json_atomic
+from ffnbench.fileio import DiskFull, free_bytes, full_folder, no_space, size_text, write_json_atomic
 from ffnbench.model.accounting import count_flops, count_params
 from ffnbench.model.ffn import size_ffn
 from ffnbench.model.model import ModelConfig
@@ -198,6 +198,10 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
         error = module.divergence if status == "diverged" else None
         exit_code = 0
     except BaseException as e:  # record the failure (Ctrl-C and SystemExit included), then let it propagate
+        if (full := no_space(e)) is not None:  # one line, not the chained tracebacks of every write that followed
+            saved = ckpt_cb.saved_step if ckpt_cb.saved_step >= 0 else plan.resumed_from
+            error = disk_full_line(full, run, saved)
+            raise DiskFull(error) from e
         stop = _stop_signal(e, preemption)
         if stop is None:
             error = f"{type(e).__name__}: {e}"
@@ -231,7 +235,12 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
         if world.seen is not None:  # the processes that trained, as the process group counted them
             result.hardware["world_size"] = world.seen
         if is_rank_zero:
-            result.write(run.run_dir)
+            try:
+                result.write(run.run_dir)
+            except OSError as write_error:
+                if no_space(write_error) is None:
+                    raise
+                # the disk is still full: the line already says so, and the checkpoint it names is intact
             finish_wandb(exit_code, summary=result.wandb_summary())
         preemption.forward()  # under submitit: its handler requeues the job (which resumes) and exits
     if is_rank_zero:
@@ -239,6 +248,25 @@ def _fit(run: Run, plan: RunPlan, devices: int | list[int], started: float, call
         print(finished_line(status if learned else f"{status} without learning", result.metrics,
                             run.run_dir / RESULT_FILE))
     return result
+
+
+def checkpoint_bytes(model: ModelConfig) -> int:
+    """About what a checkpoint of this model takes: fp32 weights (mixed precision keeps fp32 ones) and AdamW's two
+    moments for each, 12 bytes a parameter (the run's record and loops add a few kB)."""
+    return 12 * count_params(model).total
+
+
+def disk_full_line(error: OSError, run: Run, saved: int | None) -> str:
+    """The one line of a run that found its disk full: the folder, its free space, what a checkpoint needs, and the
+    rerun that resumes from the last checkpoint (kept intact: a checkpoint is written aside and renamed over it)."""
+    folder = full_folder(error, run.run_dir)
+    ckpt = last_checkpoint(run.run_dir)
+    needed = max(checkpoint_bytes(run.model), ckpt.stat().st_size if ckpt.exists() else 0)
+    free = free_bytes(folder)
+    rerun = (f"resume from step {saved} ({ckpt})" if saved is not None and ckpt.exists() else "start it again")
+    more = f"free at least {size_text(needed - free)} more there" if needed > free else "free space there"
+    return (f"{run.run_dir.name}: disk full: {folder} has {size_text(free)} free and a checkpoint of this run needs "
+            f"about {size_text(needed)}; {more}, then rerun the same command to {rerun}")
 
 
 def _stop_signal(e: BaseException, preemption: PreemptionSignal) -> tuple[str, int] | None:
@@ -345,6 +373,11 @@ def _hydra_main(cfg: DictConfig) -> str:
         if not multirun and result.status == "finished" and result.run_dir:
             print(sample_line(Path(result.run_dir)))
         return result.status
+    except DiskFull as e:  # recorded in result.json (failed); one line, exit 1 (a sweep goes on: its summary counts it)
+        print(f"ffnbench: {e}", file=sys.stderr)
+        if multirun:
+            return "failed"
+        sys.exit(1)
     except FFNBenchError as e:
         print(f"ffnbench: error: {e}", file=sys.stderr)
         # Hydra made the run directory before train() could refuse the run: do not leave it behind.
@@ -352,7 +385,14 @@ def _hydra_main(cfg: DictConfig) -> str:
         if multirun:
             return "failed"  # one bad run does not stop the sweep; the sweep summary counts it
         sys.exit(2)
-    except Exception:
+    except Exception as e:
+        if (full := no_space(e)) is not None:  # a write outside the training (run_config.json): one line too
+            folder = full_folder(full, Path(hc.runtime.output_dir))
+            print(f"ffnbench: disk full: {folder} has {size_text(free_bytes(folder))} free; free space there, then "
+                  "rerun the same command", file=sys.stderr)
+            if multirun:
+                return "failed"
+            sys.exit(1)
         if multirun:  # result.json already says failed, with the error; the other runs go on
             traceback.print_exc()
             return "failed"

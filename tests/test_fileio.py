@@ -11,7 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from ffnbench.fileio import CorruptRecord, atomic_file, json_safe, read_json, write_json_atomic
+from ffnbench import fileio
+from ffnbench.fileio import (
+    CorruptRecord,
+    atomic_file,
+    full_folder,
+    json_safe,
+    no_space,
+    read_json,
+    size_text,
+    write_json_atomic,
+)
 
 OLD = {"status": "finished", "loss": 1.0}
 NEW = {"status": "finished", "loss": 2.0, "curve": list(range(2000))}  # long enough for a write in pieces
@@ -148,3 +158,37 @@ def test_unreadable_records_name_the_file_and_the_problem(tmp_path, content, mes
     with pytest.raises(CorruptRecord, match=f"^{re.escape(str(path))}: {message}"):
         read_json(path)
     # (A record's own checks, its status and schema, are RunResult's: tests/runs/test_result.py.)
+
+
+def test_a_full_disk_is_found_in_the_chain_of_errors_it_caused_and_a_quota_counts_as_one():
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert no_space(full) is full
+    try:  # an error raised while the full disk's was handled (a logger's save in Lightning's clean-up)
+        try:
+            raise full
+        except OSError:
+            raise RuntimeError("finalize failed") from None
+    except RuntimeError as chained:
+        assert no_space(chained) is full
+    wrapped = RuntimeError("checkpoint failed")
+    wrapped.__cause__ = full
+    assert no_space(wrapped) is full and no_space(RuntimeError("checkpoint failed")) is None
+    quota = OSError(errno.EDQUOT, "Disk quota exceeded")
+    assert no_space(quota) is quota
+    assert no_space(OSError(errno.EIO, "Input/output error")) is None and no_space(None) is None
+
+
+def test_the_full_folder_is_the_one_of_the_error_with_the_least_space(tmp_path, monkeypatch):
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "run").mkdir()
+    free = {tmp_path / "tmp": 10**9, tmp_path / "run": 1000, tmp_path: 10**9}
+    monkeypatch.setattr(fileio, "free_bytes", lambda p: free[Path(p)])
+    # a copy from the system's temporary folder into the run's: its target's disk is the full one
+    copy = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "tmp" / "x"), None,
+                   str(tmp_path / "run" / "last.ckpt.tmp"))
+    assert full_folder(copy, tmp_path) == tmp_path / "run"
+    assert full_folder(OSError(errno.ENOSPC, "No space left on device"), tmp_path / "run") == tmp_path / "run"
+
+
+def test_sizes_are_written_for_a_reader():
+    assert [size_text(n) for n in (512, 3_121_152, 10_079_232, 2.5e9)] == ["512 B", "3.1 MB", "10.1 MB", "2.5 GB"]

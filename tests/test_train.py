@@ -3,8 +3,10 @@ rerun, batches of several steps train as single steps, divergence is caught, com
 run of a process stays compiled, bad input is refused. The end-to-end runs (resume, signals, DDP, W&B, devices)
 are in tests/integration/."""
 
+import errno
 import json
 import math
+import os
 import runpy
 import sys
 from collections import Counter
@@ -13,7 +15,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from micro_runs import MICRO, micro, run_cli
+from micro_runs import MICRO, hook_pythonpath, micro, run_cli
 
 from ffnbench.config.compose import compose
 from ffnbench.errors import ConfigError, DataError
@@ -247,6 +249,74 @@ def test_train_yaml_states_the_rounding_rule_of_multiple_of_that_the_code_applie
                    if line.strip().startswith("multiple_of:"))
     assert round_to_multiple(90, 64) == 64 and round_to_multiple(96, 64) == 128  # the nearest multiple, ties up
     assert "nearest multiple" in comment and "ties up" in comment and "round d_ff up" not in comment
+
+
+def full_disk_at(call: int):
+    """A Trainer.save_checkpoint whose `call`-th call finds the disk full: it leaves a partial file, as a write that
+    ran out of space does, and raises the OSError such a write raises."""
+    save, calls = L.Trainer.save_checkpoint, []
+
+    def save_checkpoint(self, filepath, *args, **kwargs):
+        calls.append(filepath)
+        if len(calls) == call:
+            Path(filepath).write_bytes(b"x" * 1000)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(filepath))
+        return save(self, filepath, *args, **kwargs)
+
+    return save_checkpoint
+
+
+def test_a_disk_that_fills_at_the_second_checkpoint_is_one_line_leaves_no_tmp_and_the_rerun_resumes(finished, cache_dir,
+                                                                                                    tmp_path,
+                                                                                                    monkeypatch):
+    from ffnbench.fileio import DiskFull
+
+    run_dir = tmp_path / "run"
+    monkeypatch.setattr(L.Trainer, "save_checkpoint", full_disk_at(2))  # step 10's checkpoint is written, step 20's not
+    with pytest.raises(DiskFull) as stopped:
+        train(micro(cache_dir, run_dir))
+    line = str(stopped.value)
+    assert "\n" not in line and line.startswith(f"run: disk full: {run_dir / 'checkpoints'} has ")
+    assert " free and a checkpoint of this run needs about " in line
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    assert line.endswith(f"then rerun the same command to resume from step 10 ({ckpt})")
+    assert not list(run_dir.rglob("*.tmp"))  # the partial checkpoint is gone, not left filling the disk
+    assert torch.load(ckpt, weights_only=False)["global_step"] == 10  # intact
+    record = RunResult.read(run_dir)
+    assert (record.status, record.error, record.steps) == ("failed", line, 20)
+    monkeypatch.undo()  # space freed: the same command resumes from step 10, bit for bit
+    resumed = train(micro(cache_dir, run_dir))
+    assert resumed.status == "finished" and resumed.resumed_from_step == 10
+    assert resumed.metrics["final_val_loss"] == finished[0].metrics["final_val_loss"]
+
+
+# Loaded into the command's process (micro_runs.hook_pythonpath): every checkpoint finds the disk full.
+FULL_DISK = """
+import errno, os
+from pathlib import Path
+import lightning as L
+
+class _Hook(L.Callback):
+    def setup(self, trainer, module, stage):
+        def full(filepath, *args, **kwargs):
+            Path(filepath).write_bytes(b"x" * 1000)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(filepath))
+
+        trainer.save_checkpoint = full
+"""
+
+
+def test_the_command_on_a_full_disk_says_so_in_one_line_and_exits_non_zero(cache_dir, tmp_path):
+    out = run_cli(*MICRO, "trainer.max_steps=60", f"data.cache_dir={cache_dir}", f"hydra.run.dir={tmp_path / 'run'}",
+                  env={"PYTHONPATH": hook_pythonpath(tmp_path, FULL_DISK)})
+    assert out.returncode == 1
+    lines = (out.stdout + out.stderr).splitlines()
+    assert len(lines) <= 3, lines  # the run's first line, then the disk's: no traceback, no second one
+    assert out.stderr.splitlines() == [next(line for line in lines if " disk full: " in line)]
+    assert out.stderr.startswith(f"ffnbench: run: disk full: {tmp_path / 'run' / 'checkpoints'} has ")
+    assert out.stderr.rstrip().endswith("then rerun the same command to start it again")
+    assert not list((tmp_path / "run").rglob("*.tmp"))
+    assert RunResult.read(tmp_path / "run").status == "failed"
 
 
 def test_the_last_line_rounds_the_losses_and_a_stop_says_where_it_resumes():

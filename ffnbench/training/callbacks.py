@@ -47,7 +47,13 @@ class PeriodicCheckpoint(L.Callback):
         for logger in trainer.loggers:  # ... and on disk first (metrics.csv, wandb: loggers.log_row)
             logger.save()
         tmp = self.path.with_suffix(".ckpt.tmp")
-        trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
+        try:
+            trainer.save_checkpoint(tmp, weights_only=False)  # every rank calls it; rank 0 writes
+        except BaseException:
+            # a write that failed (a full disk) leaves no partial file taking space; the previous checkpoint stays
+            if trainer.is_global_zero:
+                tmp.unlink(missing_ok=True)
+            raise
         if trainer.is_global_zero:
             os.replace(tmp, self.path)
         trainer.strategy.barrier("ffnbench-checkpoint")

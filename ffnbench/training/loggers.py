@@ -35,8 +35,11 @@ class _QuietLightning(logging.Filter):
     ("GPU available: ..., TPU available: ..." on every run: the run's own first line says the device it trains on
     and why); keep everything else."""
 
-    # "Detected KeyboardInterrupt, attempting graceful shutdown": train() says where the run stopped and how to resume
-    NOISE = ("litlogger", "LitLogger", "isinstance(treespec, LeafSpec)", "Detected KeyboardInterrupt")
+    # "Detected KeyboardInterrupt, attempting graceful shutdown": train() says where the run stopped and how to resume;
+    # "`Trainer(val_check_interval=1)` was configured so validation will run after every batch": a run validates every
+    # trainer.val_every steps, and a batch holds trainer.inner_steps of them, so Lightning's count of batches misleads
+    NOISE = ("litlogger", "LitLogger", "isinstance(treespec, LeafSpec)", "Detected KeyboardInterrupt",
+             "so validation will run after every batch")
     BANNER = ("GPU available:", "TPU available:", "HPU available:", "IPU available:")  # rank_zero_info's, at start
 
     def filter(self, record: logging.LogRecord) -> bool:
