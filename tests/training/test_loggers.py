@@ -196,7 +196,9 @@ def test_a_resume_after_a_checkpoint_logs_no_step_twice_and_loses_none(tmp_path,
 
 def test_a_run_leaves_out_lightnings_accelerator_banner_and_keeps_its_other_lines():
     """ "GPU available: False, used: False / TPU available: ..." on every run says nothing the run's own first line
-    does not; Lightning's other rank-zero lines (`Trainer.fit` stopped: ...) stay."""
+    does not, and "`Trainer(val_check_interval=1)` was configured so validation will run after every batch" (a run
+    whose val_every is one batch of inner_steps) counts batches where a run validates every val_every steps;
+    Lightning's other rank-zero lines (`Trainer.fit` stopped: ...) stay."""
     import logging
 
     import lightning as L
@@ -208,11 +210,12 @@ def test_a_run_leaves_out_lightnings_accelerator_banner_and_keeps_its_other_line
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
     rank_zero.addHandler(handler)
     try:
-        L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+        L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+                  val_check_interval=1)
         rank_zero.info("`Trainer.fit` stopped: `max_steps=1` reached.")
     finally:
         rank_zero.removeHandler(handler)
-    assert not [m for m in seen if "available:" in m]
+    assert not [m for m in seen if "available:" in m or "val_check_interval" in m]
     assert seen == ["`Trainer.fit` stopped: `max_steps=1` reached."]
 
 
