@@ -47,22 +47,24 @@ def _cells(line: str) -> list[str]:
 
 
 def claim_rows(report: str) -> dict[str, list[str]]:
-    """{claim id: its summary row's cells after the id (verdict, where it ran, effect, n)} of a REPORT.md."""
+    """{claim id: its summary row's cells after the id (report.rows.HEADER: verdict, deciding effect, decided in,
+    labels, n)} of a REPORT.md."""
     rows = _table_after(report, "## Claims")
     return {cells[0]: cells[1:] for cells in map(_cells, rows[2:])}
 
 
 def readme_block(reports: dict[str, str]) -> str:
-    """README.md's table: each claim's verdict in every published report, the newest's effect and seeds."""
+    """README.md's table: each claim's verdict in every published report, and the newest's deciding effect, the
+    setting it was decided in, its labels and seeds."""
     last = README_COLUMNS[-1][0]
-    head = ["claim", *(title for _, title in README_COLUMNS), f"{last}: where it ran",
-            f"{last}: effect, 95% CI [labels]", "n"]
+    head = ["claim", *(title for _, title in README_COLUMNS), f"{last}: deciding effect, 95% CI",
+            f"{last}: decided in", f"{last}: labels", "n"]
     rows = {name: claim_rows(reports[name]) for name, _ in README_COLUMNS}
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for cid, short in SHORT.items():
-        newest = rows[last].get(cid, ["–", "–", "–", "–"])
+        newest = rows[last].get(cid, ["–"] * 5)
         lines.append("| " + " | ".join([f"{cid} {short}", *(rows[n].get(cid, ["–"])[0] for n, _ in README_COLUMNS),
-                                        newest[1], newest[2], newest[3]]) + " |")
+                                        *newest[1:5]]) + " |")
     return "\n".join(lines)
 
 
