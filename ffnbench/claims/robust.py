@@ -121,8 +121,8 @@ def vary(key: PairKey, keys: Iterable[PairKey], factor: str) -> list[PairKey]:
         if set(theirs) != set(mine) or all(theirs.get(n) == mine.get(n) for n in names) or \
                 any(theirs.get(n) != v for n, v in mine.items() if n not in names):
             continue
-        tokens = mine.get(names[0])
-        if factor == "length" and (tokens is None or theirs.get(names[0]) != tokens * LONGER):
+        tpp = mine.get(names[0])
+        if factor == "length" and (tpp is None or theirs.get(names[0]) != tpp * LONGER):
             continue
         out.append(k)
     return out
@@ -144,8 +144,8 @@ def _partners(comps: list[Comparison], best: Comparison, factor: str) -> list[Co
 
 def tokens(c: Comparison) -> float | None:
     """The training tokens of a comparison's runs (their mean), from their records."""
-    tokens = [r.result.tokens for r in (*c.a_runs, *c.b_runs) if r.result.tokens]
-    return sum(tokens) / len(tokens) if tokens else None
+    trained = [r.result.tokens for r in (*c.a_runs, *c.b_runs) if r.result.tokens]
+    return sum(trained) / len(trained) if trained else None
 
 
 def matched(x: float | None, y: float | None) -> bool:
@@ -235,26 +235,26 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
         out.unrun("length", f"no runs at {LONGER}× the tokens")
     else:
         out.checked.append("training length")
-        tokens = best.key.factor("trainer.tokens_per_param")
+        tpp = best.key.factor("trainer.tokens_per_param")
         d1, d4, theirs = best.diff.mean, longer.diff.mean, judged(longer)
         flipped, shrunk = side(d1) != side(d4), abs(d4) < abs(d1) / 2
         label = EARLY if flipped or shrunk else LENGTH_ROBUST
         out.labels.append(label)
         how = "changes side" if flipped else ("shrinks by more than half" if shrunk else "holds")
-        out.lines.append(f"  - {label}: {what} at {tokens * LONGER:g} tokens/param ({longer.lr}) = "
+        out.lines.append(f"  - {label}: {what} at {tpp * LONGER:g} tokens/param ({longer.lr}) = "
                          f"{_shown(longer, unit)} (n = {longer.n}): {theirs.verdict}, "
-                         f"against {d1:+.3f} ({mine.verdict}) at {tokens:g}: the effect {how}")
+                         f"against {d1:+.3f} ({mine.verdict}) at {tpp:g}: the effect {how}")
         if mine.verdict != theirs.verdict:
-            out.downgrade(f"inconclusive ({EARLY})", f"at {tokens * LONGER:g} tokens per parameter the verdict is "
-                                                     f"{theirs.verdict}, at {tokens:g} {mine.verdict}")
+            out.downgrade(f"inconclusive ({EARLY})", f"at {tpp * LONGER:g} tokens per parameter the verdict is "
+                                                     f"{theirs.verdict}, at {tpp:g} {mine.verdict}")
     pair = size_pair(comps, best)
     if pair is not None:
-        here, there, matched = pair
+        here, there, same_tokens = pair
         out.checked.append("size")
         v_here, v_there = judged(here), judged(there)
         label = SIZE_ROBUST if v_here.verdict == v_there.verdict else SIZE_DEPENDENT
-        out.labels += [label] + ([] if matched else [TOKENS_CONFOUNDED])
-        how = (f"at matched tokens ({(tokens(there) or 0) / 1e6:.2f}M)" if matched else
+        out.labels += [label] + ([] if same_tokens else [TOKENS_CONFOUNDED])
+        how = (f"at matched tokens ({(tokens(there) or 0) / 1e6:.2f}M)" if same_tokens else
                f"at {(tokens(here) or 0) / 1e6:.2f}M against {(tokens(there) or 0) / 1e6:.2f}M tokens: "
                f"{TOKENS_CONFOUNDED}")
         out.lines.append(f"  - {label} {how}: {what} at d_model {there.key.factor('model.d_model')} ({there.lr}) = "
