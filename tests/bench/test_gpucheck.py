@@ -61,6 +61,11 @@ def test_the_gpu_checks_sizes_cut_make_benchs_gpu_sizes():
     full, cut = cli.sizes_for(False, True), gpucheck.check_sizes()
     assert set(cut) == set(full) and cut["variants"] == full["variants"]
     assert cut["alignment"].reps < full["alignment"].reps
+    for plan in (gpucheck.gpu_plan(), gpucheck.gpu_plan(quick=True), gpucheck.smoke_plan()):
+        warmup, window, windows = plan.compare_steps  # as overhead_compare.compare unpacks them
+        assert warmup >= 1 and window >= 1 and windows >= 2
+        for shape in plan.shapes:  # a warm validation and checkpoint mid-run, after the warm-up
+            assert shape.warmup < shape.every < shape.steps and shape.every % 10 == 0 and shape.steps % 10 == 0
 
 
 def gpu_session(tmp_path) -> BenchSession:

@@ -38,13 +38,11 @@ def test_quick_overhead_ratio(quick_run):
     assert any(note.startswith("Lightning's own loop") for note in record["notes"])
 
 
-@pytest.mark.parametrize("sizes_of", ["quick", "cpu", "gpu", "gpu-check"])
+@pytest.mark.parametrize("sizes_of", ["quick", "cpu", "gpu"])
 def test_every_model_the_overhead_benchmark_can_time_has_its_window_sizes(sizes_of):
     # compare() unpacks (warm-up, steps per window, windows) for the GPU-sized candidates and the other rows alike,
-    # so every size preset, and gpu-check's cut-down sizes, must give those three numbers for each of them.
-    from ffnbench.bench.gpucheck import check_sizes
-
-    sizes = check_sizes(False)[overhead.NAME] if sizes_of == "gpu-check" else overhead.SIZES[sizes_of]
+    # so every size preset must give those three numbers for each of them (gpu-check's: test_gpucheck.py).
+    sizes = overhead.SIZES[sizes_of]
     for model in (*sizes.gpu_sized, *sizes.models):
         warmup, window, windows = sizes.steps[model]
         assert warmup >= 1 and window >= 1 and windows >= 2, (model, sizes.steps[model])
