@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from ffnbench.claims.band import in_band
+from ffnbench.claims.band import in_band, outside
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.lr_protocol import best_lr, chosen_lrs, tuning_key
@@ -177,6 +177,12 @@ def c5(obs: Observations) -> Evidence:
     for init, key, lr, gelu_runs in read:
         values = per_seed_mean(gelu_runs, after)
         judged.add(("gelu", key.bias, key.setting, lr))
+        if not in_band(key.setting):  # a sensitivity check: shown beside the parts, never one of them
+            v = gelu_none(values)
+            checks.append((f"gelu after training, {init} init ({outside(key.setting)}: shown, not deciding)",
+                           Robustness(v, lines=[f"  - {v.verdict}: {v.reason} (lr {lr:g})"])))
+            gelu_max.append(f"{init} init {max(values.values()):.3g}" if values else f"{init} init n/a")
+            continue
         # one part per init, each a counterexample of its own: the init is checked by the parts themselves where
         # another init's part was read in a setting that differs from this one's in the init alone
         paired = other_cells(key, [k for _, k, _, _ in read])["init"]
