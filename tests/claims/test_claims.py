@@ -766,7 +766,8 @@ def test_c5s_gelu_reading_under_an_init_outside_the_band_is_shown_never_a_part()
     it is shown beside C5's parts, and neither contradicts the claim nor leaves a factor unchecked."""
     base = ([make_record("relu", s, 3.0, zero_init=0.5, zero_final=0.5 + 0.002 * s) for s in (0, 1, 2)]
             + [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in (0, 1, 2)])
-    gpt2 = [make_record("gelu", s, 3.1, zero_init=0.0, zero_final=0.1, config={"model.init": "gpt2"}) for s in (0, 1, 2)]
+    gpt2 = [make_record("gelu", s, 3.1, zero_init=0.0, zero_final=0.1, config={"model.init": "gpt2"})
+            for s in (0, 1, 2)]
     result = verdicts(base + gpt2)["C5"]
     assert not any("gpt2 init" in label for label, _ in result.parts), result.parts
     assert "gelu after training, gpt2 init (init std 0.11, outside practice: shown, not deciding)" in \
