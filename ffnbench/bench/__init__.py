@@ -12,6 +12,7 @@
     overhead_compare.py  overhead_profile.py  overhead_floor.py
                    the overhead benchmark's parts: one model's row, the profile, Lightning's own loop
     gpucheck.py    `make gpu-check`: a GPU machine end to end (its plan, the checklist, the record; --cpu-smoke)
+    gpucheck_plan.py   what one gpu-check does: the sweeps' shapes, on a GPU or (--cpu-smoke) at micro scale
     gpucheck_train.py  gpu-check's training check: compile, sync and fixed-cost watches of one train() run
     gpucheck_price.py  the record's `price` block (MFU and a run's fixed overhead per model group)
 """

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from ffnbench.bench import gpucheck
+from ffnbench.bench import gpucheck_plan as plans
 from ffnbench.bench.gpucheck_price import validation_counts
 from ffnbench.bench.gpucheck_train import train_overrides
 from ffnbench.bench.session import BenchSession
@@ -58,10 +59,10 @@ def test_the_gpu_check_record_goes_under_the_gpus_name(tmp_path):
 def test_the_gpu_checks_sizes_cut_make_benchs_gpu_sizes():
     from ffnbench.bench import cli
 
-    full, cut = cli.sizes_for(False, True), gpucheck.check_sizes()
+    full, cut = cli.sizes_for(False, True), plans.check_sizes()
     assert set(cut) == set(full) and cut["variants"] == full["variants"]
     assert cut["alignment"].reps < full["alignment"].reps
-    for plan in (gpucheck.gpu_plan(), gpucheck.gpu_plan(quick=True), gpucheck.smoke_plan()):
+    for plan in (plans.gpu_plan(), plans.gpu_plan(quick=True), plans.smoke_plan()):
         warmup, window, windows = plan.compare_steps  # as overhead_compare.compare unpacks them
         assert warmup >= 1 and window >= 1 and windows >= 2
         for shape in plan.shapes:  # a warm validation and checkpoint mid-run, after the warm-up
@@ -96,13 +97,13 @@ def test_gpu_check_trains_the_gpu_sweeps_own_static_shapes(tmp_path):
                 int(cfg.data.batch_size), str(cfg.data.tokenizer), bool(cfg.trainer.compile),
                 trainer_config(cfg.trainer).steps_per_batch())
 
-    plan = gpucheck.gpu_plan()
+    plan = plans.gpu_plan()
     session = gpu_session(tmp_path)
     priced = [s for s in plan.shapes if s.group]
     assert [s.group for s in priced] == ["small", "base"]
     for shape in plan.shapes:
         check = compose(train_overrides(session, shape, tmp_path / shape.label, compile=True))
-        sweep = compose([f"experiment={gpucheck.SWEEP_EXPERIMENT}", f"model={shape.model}", *shape.extra[2:]])
+        sweep = compose([f"experiment={plans.SWEEP_EXPERIMENT}", f"model={shape.model}", *shape.extra[2:]])
         assert shape_of(check) == shape_of(sweep)
         assert check.trainer.accelerator == "gpu" and int(check.data.batch_size) == 64
     for group, overrides in plan.price_runs.items():  # the runs priced are those shapes' sweep runs
@@ -170,7 +171,7 @@ def test_the_control_flow_runs_every_check_on_the_cpu(tmp_path, monkeypatch, cap
 
     monkeypatch.setattr(gpucheck, "process_start", process_start)
     monkeypatch.setattr(gpucheck, "ddp_check", ddp_check)
-    plan = gpucheck.smoke_plan(compile=False, steps=20)
+    plan = plans.smoke_plan(compile=False, steps=20)
     record = gpucheck.run_checks(plan, torch.device("cpu"), tmp_path / "out", "cpu-smoke", ["--cpu-smoke"],
                                  budget_s=float("inf"), cache_dir=tmp_path / "cache")
     printed = capsys.readouterr().out
