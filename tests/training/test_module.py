@@ -388,4 +388,5 @@ def test_the_training_loss_adds_z_loss_only_when_asked_and_validation_stays_cros
     module.on_validation_epoch_start()
     with torch.no_grad():
         module.validation_step((x[0, :, :-1], x[0, :, 1:]), 0)
-    assert calls == [(2, {})]  # validation: the plain cross-entropy
+    # validation: the plain cross-entropy, each token's (the one evaluation path of both validation sets)
+    assert calls == [(2, {"reduction": "none"})]
