@@ -222,6 +222,11 @@ def curve_bands(runs: list[Run]) -> dict[str, tuple[Band, Band | None]]:
     return bands
 
 
+def _tokens_label(x: float, _pos=None) -> str:
+    """A token count in a tick's few characters: 80k, 1.2M."""
+    return f"{x / 1e6:g}M" if abs(x) >= 1e6 else f"{x / 1e3:g}k" if abs(x) >= 1e3 else f"{x:g}"
+
+
 def _log_axis(ax) -> None:
     """A log loss axis labelled in plain numbers (2, 3, 4), not powers of ten."""
     from matplotlib.ticker import FuncFormatter
@@ -272,8 +277,11 @@ def fig_curves(runs: list[Run], out: Path) -> str | None:
                    "newer runs)", ha="center", va="center", transform=train.transAxes, fontsize=8)
         train.set_xticks([])
         train.set_yticks([])
+    from matplotlib.ticker import FuncFormatter
+
     for ax in (whole, late, train):
         ax.set_xlabel("training tokens")
+        ax.xaxis.set_major_formatter(FuncFormatter(_tokens_label))
     whole.set_ylabel("validation loss (nats/token)")
     late.set_ylabel("validation loss (nats/token)")
     train.set_ylabel("training loss (nats/token)")
