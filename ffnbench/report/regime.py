@@ -168,9 +168,9 @@ def _neighbour_lines(cells: list[Cell], found: dict[tuple[Cell, tuple[str, str]]
     lines = ["At the chosen lrs' neighbours (×√2, ÷√2), where a cell's variants were judged there too (a side "
              "without neighbour runs: its chosen lr alone): each difference on the judged seeds at every pair of "
              "judged lrs, positive the textbook's order, and whether it keeps its sign at all of them "
-             "(claims.robust.pairs_check: a deciding comparison's lr check where both sides have neighbour runs; "
-             "where one side alone has them, the check needs the tuning seeds' too). GELU without against with FFN "
-             "biases is C7's, read against its margin in its own section:", ""]
+             "(claims.lr_checks.pairs_check: a pair on the other side labels the comparison lr-sensitive; the "
+             "interval that includes the lr choice decides). GELU without against with FFN biases is C7's, read "
+             "against its margin in its own section:", ""]
     for cell, (a, b), c in shown:
         _, (line,) = pairs_check(c)
         lines.append(f"- {cell.label}, {what(a, b)}: {line.strip().removeprefix('- ')}")
