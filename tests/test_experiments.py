@@ -8,6 +8,7 @@ one token cache, so the corpus is tokenized once. The full micro sweeps are in t
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -165,3 +166,89 @@ def test_a_typo_in_a_grid_is_caught(monkeypatch):
     assert ("ffn", "relu7") in grid_group_values("quick")
     with pytest.raises(AssertionError, match="ffn=relu7"):
         test_every_option_a_presets_jobs_select_exists("quick")
+
+
+# The presets the README tells a CPU user to run: quick (the default) and micro (its quick form, ~2 minutes).
+CPU_PRESETS = ("quick", "micro")
+README = EXPERIMENT_DIR.parents[1] / "README.md"
+
+
+def run_shape(overrides: list[str]) -> dict:
+    """What one job of `overrides` computes: its model, optimizer steps, warmup, training and final-validation tokens,
+    and the step at which its plateau is judged (instability.plateau_after × warmup_steps)."""
+    from ffnbench.config.compose import compose
+    from ffnbench.config.schema import run_spec
+    from ffnbench.data.tokenizer import vocab_size_for
+
+    cfg = compose(overrides)
+    spec = run_spec(cfg, vocab_size_for(cfg.data))
+    per_step = int(cfg.data.batch_size) * spec.model.seq_len
+    steps = spec.total_steps(per_step)
+    return {"model": cfg.model.name, "steps": steps, "warmup": spec.optim.warmup_steps,
+            "tokens": steps * per_step, "final_val_tokens": int(cfg.data.final_val_tokens or cfg.data.val_tokens),
+            "plateau_judged_at": float(cfg.instability.plateau_after) * spec.optim.warmup_steps}
+
+
+def shape_problems(shape: dict) -> list[str]:
+    """A CPU preset's run is a run worth reading: its warmup at most a quarter of it, its plateau judged before it ends
+    (the instability rules can say whether it learned), and its final validation (a forward pass: about a third of a
+    training token's compute) at most a quarter of its training compute."""
+    problems = []
+    if shape["warmup"] > shape["steps"] / 4:
+        problems.append(f"warmup {shape['warmup']} steps of a {shape['steps']}-step run")
+    if shape["plateau_judged_at"] > shape["steps"]:
+        problems.append(f"its plateau is judged at step {shape['plateau_judged_at']:g}, after its {shape['steps']} "
+                        "steps")
+    if shape["final_val_tokens"] / 3 > shape["tokens"] / 4:
+        problems.append(f"a final validation of {shape['final_val_tokens']:,} tokens after {shape['tokens']:,} trained")
+    return problems
+
+
+@pytest.mark.parametrize("experiment", CPU_PRESETS)
+def test_a_cpu_presets_warmup_fits_its_run_and_its_final_validation_is_sized_to_it(experiment):
+    shape = run_shape([f"experiment={experiment}"])
+    assert not shape_problems(shape), f"{experiment}: " + "; ".join(shape_problems(shape))
+
+
+def test_the_shape_check_refuses_the_old_micro_form():
+    """The old documented quick form, `make sweep ARGS="trainer.max_steps=10 data.final_val_tokens=2048"`: quick's
+    40-step warmup squeezed into 10 steps; and a 60-step micro run with the default 262,144-token final validation."""
+    squeezed = shape_problems(run_shape(["experiment=quick", "trainer.max_steps=10", "data.final_val_tokens=2048"]))
+    assert squeezed == ["warmup 40 steps of a 10-step run", "its plateau is judged at step 100, after its 10 steps"]
+    long_final = shape_problems(run_shape(["model=micro", "trainer.max_steps=60", "optim.warmup_steps=10"]))
+    assert long_final == ["a final validation of 262,144 tokens after 61,440 trained"]
+
+
+def test_the_readmes_micro_form_is_the_micro_preset_at_the_micro_model():
+    """README.md's quick form of `make sweep` runs what it says: the micro model (issue 44: it ran tiny)."""
+    from ffnbench.config.compose import compose
+    from ffnbench.sweep.planning import preset_grids
+
+    text = README.read_text()
+    assert re.search(r"^make sweep EXP=micro +# .*micro", text, flags=re.M), "README.md: no `make sweep EXP=micro` line"
+    cfg = compose(["experiment=micro"], return_hydra_config=True)
+    assert cfg.model.name == "micro" and cfg.name == "micro"
+    assert not any("model" in grid for grid, _ in preset_grids(cfg)), "a grid of micro selects another model"
+    assert run_shape(["experiment=micro"])["model"] == "micro"
+
+
+@pytest.mark.slow
+def test_the_micro_sweep_writes_a_report_with_every_section(tmp_path):
+    """`make sweep EXP=micro` end to end in a scratch folder: 14 finished runs of the micro model, and a report whose
+    every section has numbers: an interval in each section of a claim quick tests, the results table, the figures."""
+    env = {**os.environ, "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "1"}
+    out = subprocess.run([sys.executable, "-m", "ffnbench.sweep", "micro"], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=1200)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    results = [json.loads(line) for line in (tmp_path / "runs" / "micro" / "results.jsonl").read_text().splitlines()]
+    assert len(results) == 14 and {r["status"] for r in results} == {"finished"}
+    assert {r["model"]["d_model"] for r in results} == {32} and {r["steps"] for r in results} == {150}
+    report = (tmp_path / "runs" / "micro" / "REPORT.md").read_text()
+    for cid in ("C1", "C3", "C4", "C5", "C7", "C13"):
+        section = report.split(f"### {cid}: ", 1)[1].split("\n### ", 1)[0]
+        assert "95% CI [" in section, f"{cid}: no interval in its section"
+    for heading in ("## Method", "## Claims", "## Instabilities", "## Results by comparison", "## Figures",
+                    "## Provenance"):
+        assert heading in report, heading
+    figures = {p.name for p in (tmp_path / "runs" / "micro" / "figures").glob("*.png")}
+    assert {"curves.png", "matched_budget.png", "loss_vs_ratio.png", "sparsity.png"} <= figures
