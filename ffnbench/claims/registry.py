@@ -34,8 +34,10 @@ SHARED_RULES = {
     "the lr choice": (
         "counted once: where both sides were judged at their chosen lr's neighbours (×√2, ÷√2), the interval is a "
         "nested bootstrap that chooses each lr again on resampled tuning seeds, and b − a at each pair of judged lrs "
-        "is shown (one on the other side is labelled lr-sensitive, not a veto); without neighbour runs, the tuning "
-        "seeds' paired differences at both chosen lrs must keep its side, else inconclusive (lr-dependent)"),
+        "is shown (one in another region of the outcome table is labelled lr-sensitive, not a veto); without "
+        "neighbour runs, the tuning seeds' paired differences at both chosen lrs must stay in its region (above +m, "
+        "inside ±m or below −m: the sign of a difference inside the margin is noise), else inconclusive "
+        "(lr-dependent)"),
     "the outcome table": (
         "for \"A beats B\" on Δ = loss(B) − loss(A) with the claim's margin m: a 95% CI above 0 supports it; below 0, "
         "or inside (−m, +m) (equivalent within ±m: no gain larger than m), contradicts it; one that contains 0 and "

@@ -322,6 +322,14 @@ def verdict_rule(rule: Callable[[Paired], Verdict] = verdict_better, b_worse_sup
     return lambda c: c.verdict(rule, b_worse_supports)
 
 
+def beats_side(claim: str, c: Comparison) -> Side:
+    """Which region of the outcome table a difference falls in, at `claim`'s margin at c: above +m (+1), inside
+    (−m, +m) (0), below −m (−1). The lr checks ask that a difference stay in its region: the sign of a difference
+    inside the margin is noise, not a reversal."""
+    m = margin_nats(claim, c)
+    return lambda d: (d >= m) - (d <= -m)
+
+
 def beats_rule(claim: str) -> Rule:
     """"a beats b" for `claim`, with its pre-registered margin at each comparison (claims.margins): the outcome
     table's four rows (stats.verdicts.verdict_beats)."""

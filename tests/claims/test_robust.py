@@ -287,3 +287,18 @@ def test_the_size_check_prefers_the_cell_at_matched_tokens():
     line = next(x for x in details.splitlines() if x.startswith("  - size-"))
     assert line.startswith("  - size-dependent at 1.19M against 4.75M tokens: size confounded with tokens"), line
     assert "size confounded with tokens" in result.effect
+
+
+def test_a_null_whose_sign_differs_at_the_chosen_lrs_stays_equivalent_the_lr_check_reads_regions_not_signs():
+    """gelu and swiglu the same within noise: −0.002 best-vs-best on the judged seeds, +0.001 on the tuning seeds at
+    the chosen lr. Both lie inside C3's margin (1% of the loss, 0.03 here), so the lr check keeps the equivalence
+    outcome (a null's sign is noise); a real reversal beyond the margin would not."""
+    gelu = tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3})
+    swiglu = tuning_at("swiglu", {0.001: (3.2,) * 3, 0.002: (2.999,) * 3, 0.004: (3.1,) * 3})
+    judged = judged_at("gelu", 0.002, 3.000, near=False) + judged_at("swiglu", 0.002, 3.002, near=False)
+    result, details = c3(gelu + swiglu + judged)
+    assert "lr-robust" in result.effect, result.effect
+    assert result.scoped.verdict == CONTRADICTED and "equivalent within ±" in result.scoped.reason, result.scoped
+    far = tuning_at("swiglu", {0.001: (3.2,) * 3, 0.002: (2.9,) * 3, 0.004: (3.1,) * 3})  # +0.1 on the tuning seeds
+    result, _ = c3(gelu + far + judged)
+    assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped
