@@ -296,7 +296,7 @@ def test_a_null_whose_sign_differs_at_the_chosen_lrs_stays_equivalent_the_lr_che
     gelu = tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3})
     swiglu = tuning_at("swiglu", {0.001: (3.2,) * 3, 0.002: (2.999,) * 3, 0.004: (3.1,) * 3})
     judged = judged_at("gelu", 0.002, 3.000, near=False) + judged_at("swiglu", 0.002, 3.002, near=False)
-    result, details = c3(gelu + swiglu + judged)
+    result, _ = c3(gelu + swiglu + judged)
     assert "lr-robust" in result.effect, result.effect
     assert result.scoped.verdict == CONTRADICTED and "equivalent within ±" in result.scoped.reason, result.scoped
     far = tuning_at("swiglu", {0.001: (3.2,) * 3, 0.002: (2.9,) * 3, 0.004: (3.1,) * 3})  # +0.1 on the tuning seeds
