@@ -9,6 +9,7 @@ outcome and writes the report. Exit status 1 when a run is not done."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -22,11 +23,14 @@ from ffnbench.errors import ConfigError
 from ffnbench.fileio import write_json_atomic
 from ffnbench.runs.result import FINAL_STATUSES
 from ffnbench.runs.rundir import SWEEP_MANIFEST, check_writable
+from ffnbench.sweep.keep import manifest_runs, write_report_keeping
 from ffnbench.sweep.launchers import LAUNCHERS, launcher_overrides, slurm_arrays
 from ffnbench.sweep.outcome import print_outcome
-from ffnbench.sweep.planning import MAX_CPU_RUNS, PlannedRun, check_plan, experiments, plan, sweep_config
+from ffnbench.sweep.planning import MAX_CPU_RUNS, PlannedRun, check_plan, experiments, plan, run_count
 from ffnbench.sweep.progress import SWEEP_ENV, estimate
 from ffnbench.sweep.restore import restore
+from ffnbench.sweep.validation import check_jobs
+from hydra_plugins.ffnbench_sweeper.grid_sweeper import refusals_file
 
 MAX_ROUNDS = 64  # rounds of training a sweep plans at most: tuning, each grid extension, judging (a guard only)
 
@@ -53,12 +57,15 @@ class SweepInterrupted(Exception):
     """Ctrl-C during a round: its training process has recorded its runs (interrupted ones resume on a rerun)."""
 
 
-def _launch(command: list[str], todo: list[PlannedRun], sweep_dir: Path, console: Console) -> None:
-    """Hydra's multirun over exactly the planned jobs (the sweeper's jobs_file), through the chosen launcher."""
+def _launch(command: list[str], todo: list[PlannedRun], sweep_dir: Path, console: Console) -> dict[Path, str]:
+    """Hydra's multirun over exactly the planned jobs (the sweeper's jobs_file), through the chosen launcher. Returns
+    why each job refused before it started did (the sweeper's record of their error lines), by run directory."""
     jobs_file = sweep_dir / f".jobs-{os.getpid()}.json"
+    refused_file = refusals_file(jobs_file)
     write_json_atomic(jobs_file, [r.overrides for r in todo])
-    proc = subprocess.Popen([*command, f"hydra.sweeper.jobs_file={jobs_file.resolve()}"],
-                            env={**os.environ, SWEEP_ENV: str(sweep_dir)})  # each run prints the progress line
+    # wandb's three lines a run (offline mode, the folder, a viewer) left out: the sweep names the offline runs once
+    env = {**os.environ, SWEEP_ENV: str(sweep_dir), "WANDB_SILENT": os.environ.get("WANDB_SILENT", "true")}
+    proc = subprocess.Popen([*command, f"hydra.sweeper.jobs_file={jobs_file.resolve()}"], env=env)
     try:
         proc.wait()
     except KeyboardInterrupt:
@@ -73,34 +80,61 @@ def _launch(command: list[str], todo: list[PlannedRun], sweep_dir: Path, console
         raise SweepInterrupted from None
     finally:
         jobs_file.unlink(missing_ok=True)
+        refused = _read_refusals(refused_file, todo)
+        refused_file.unlink(missing_ok=True)
     if proc.returncode != 0:
         console.print(f"[red]the sweep's training process exited with status {proc.returncode}[/red]")
+    return refused
 
 
-def _costs(ns):
-    """(every arm's cost, the arms within GPU_HOURS, the cut ones, the throughput, the GPUs) for a preset with
-    arms (ffnbench.sweep.arms); None for one without."""
+def _read_refusals(path: Path, todo: list[PlannedRun]) -> dict[Path, str]:
+    try:
+        entries = json.loads(path.read_text()) if path.exists() else []
+    except (OSError, ValueError):
+        return {}
+    return {todo[i].run_dir: str(why) for i, why in entries if isinstance(i, int) and 0 <= i < len(todo)}
+
+
+def _costs(ns, runs: list[PlannedRun], sweep_cfg):
+    """(every arm's cost, the arms within GPU_HOURS, the cut ones, the price, the GPUs) for a preset with arms
+    (ffnbench.sweep.arms), from the plan's runs; None for one without."""
     from ffnbench.sweep.planning import preset_grids
 
-    sweep_cfg = sweep_config(ns.experiment, ns.launcher, ns.overrides)
     grids = preset_grids(sweep_cfg)
     if not any(arm for _, arm in grids):
         return None
-    from omegaconf import OmegaConf
-
-    from ffnbench.claims.lr_protocol import lr_protocol
     from ffnbench.placement import visible_gpu_count
-    from ffnbench.sweep.cost import arm_costs, throughput, within_budget
+    from ffnbench.sweep.cost import arm_costs, price, within_budget
 
-    protocol = lr_protocol({"lr_protocol": OmegaConf.to_container(sweep_cfg.lr_protocol)})
-    costs = arm_costs(ns.experiment, grids, [a for a in ns.overrides if "=" in a], protocol)
     try:
-        tp = throughput(ns.gpu)
+        rate = price(ns.gpu)
     except ValueError as e:
         raise ConfigError(str(e)) from None
+    costs = arm_costs(runs, grids, rate, int(sweep_cfg.lr_protocol.bracket_cap))
     gpus = ns.gpus or max(1, visible_gpu_count())
-    kept, cut = within_budget(costs, tp, ns.gpu_hours, gpus) if ns.gpu_hours is not None else (costs, [])
-    return costs, kept, cut, tp, gpus
+    kept, cut = within_budget(costs, ns.gpu_hours, gpus) if ns.gpu_hours is not None else (costs, [])
+    return costs, kept, cut, rate, gpus
+
+
+def header(experiment: str, runs: list[PlannedRun]) -> str:
+    """The plan in one line: its runs (planning.run_count, what the cost block counts too) and what happens to each."""
+    counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict", "running")}
+    later = sum(1 + r.neighbours for r in runs if r.action == "wait")
+    blocked = sum(1 + r.neighbours for r in runs if r.action == "blocked")
+    duplicates = sum(len(r.duplicates) * (1 + (r.neighbours if r.action in ("wait", "blocked") else 0)) for r in runs)
+    return (f"{experiment}: {run_count(runs)} runs: {counts['skip']} skipped (already done), {counts['resume']} "
+            f"resumed, {counts['start']} started"
+            + (f", {counts['running']} running elsewhere (not started again)" if counts["running"] else "")
+            + (f", {later} after the lr-tuning stage" if later else "")
+            + (f", {blocked} blocked (no lr to judge them at)" if blocked else "")
+            + (f", {counts['conflict']} in conflict" if counts["conflict"] else "")
+            + (f"; {duplicates} more named by two grids with the same resolved config, planned once" if duplicates
+               else ""))
+
+
+def _run_line(r: PlannedRun) -> str:
+    same = f"  (also named {', '.join(r.duplicates)})" if r.duplicates else ""
+    return f"  {r.action:<8} {r.run_dir}  {' '.join(r.overrides)}  {r.note}{same}".rstrip()
 
 
 @user_errors_exit
@@ -124,49 +158,49 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gpus", type=int, default=None, help="GPUs the runs spread over (default: those visible)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run (after --)")
     ns = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
-    console = Console(width=140)
+    console = Console(width=140, soft_wrap=True)  # tables fit 140 columns; a line of text is never broken
     started = time.time()
 
-    composed: dict = {}  # the jobs' Hydra compositions, reused when later rounds are planned
+    composed: dict = {}  # the jobs' Hydra compositions, reused whenever the sweep is planned again
     only = parse_grids(ns.grids)
     if ns.gpu_hours is not None and ns.gpu_hours <= 0:
         raise ConfigError(f"GPU_HOURS={ns.gpu_hours:g}: a budget is a positive number of GPU-hours, e.g. GPU_HOURS=24")
-    costs = _costs(ns)
+    # Every job composed and its settings checked: bad input stops here, before anything is written.
+    runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
+    sweep_dir = Path(sweep_cfg.hydra.sweep.dir)
+    if ns.restore is not None:
+        check_writable(sweep_dir, f"runs_root={sweep_cfg.runs_root}")
+        console.print(f"restored {restore(ns.restore, sweep_dir)} finished runs from {ns.restore} into {sweep_dir}")
+        runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
+    costs = _costs(ns, runs, sweep_cfg)
     if costs is not None and ns.gpu_hours is not None:
-        kept, cut = costs[1], costs[2]
+        all_costs, kept, cut = costs[:3]
         if not kept:
-            raise ConfigError(f"GPU_HOURS={ns.gpu_hours:g}: not even the first arm ({costs[0][0].name}) fits; it needs "
-                              f"{costs[3].hours(costs[0][0].flops + costs[0][0].bracketing_flops):.1f} GPU-h")
+            first = all_costs[0]
+            raise ConfigError(f"GPU_HOURS={ns.gpu_hours:g}: not even the first arm ({first.name}) fits; it needs "
+                              f"{first.hours() + first.bracketing_hours():.1f} GPU-h")
         if cut and only is None:
             only = sorted(i for c in kept for i in c.grids)
-    if ns.restore is not None:
-        restore_cfg = sweep_config(ns.experiment, ns.launcher, ns.overrides)
-        sweep_dir = Path(restore_cfg.hydra.sweep.dir)
-        check_writable(sweep_dir, f"runs_root={restore_cfg.runs_root}")
-        console.print(f"restored {restore(ns.restore, sweep_dir)} finished runs from {ns.restore} into {sweep_dir}")
-    runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
-    counts = {a: sum(r.action == a for r in runs) for a in ("skip", "resume", "start", "conflict", "wait", "running")}
-    running = f", {counts['running']} running elsewhere (not started again)" if counts["running"] else ""
-    console.print(f"[bold]{ns.experiment}[/bold]: {len(runs)} runs: {counts['skip']} skipped (already done), "
-                  f"{counts['resume']} resumed, {counts['start']} started{running}"
-                  + (f", {counts['wait']} after the lr-tuning stage" if counts["wait"] else ""))
+            runs, sweep_cfg = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
+    print(header(ns.experiment, runs))
     if costs is not None:
         from ffnbench.sweep.cost import describe
 
-        all_costs, _, cut, tp, gpus = costs
-        for line in describe(ns.experiment, all_costs, tp, gpus, cut, ns.gpu_hours):
+        all_costs, _, cut, rate, gpus = costs
+        sizes = sorted({r.work.size for r in runs if r.work is not None})
+        for line in describe(ns.experiment, all_costs, rate, sizes, gpus, cut, ns.gpu_hours):
             print(line)
     if ns.dry_run:
-        for r in runs:
-            console.print(f"  {r.action:<8} {r.run_dir}  {' '.join(r.overrides)}  {r.note}")
+        print("\n".join(_run_line(r) for r in runs))  # one line a run, however long
         if ns.launcher == "submitit_slurm":
-            for line in slurm_arrays(runs, sweep_cfg, costs[3].hours if costs is not None else None):
+            hours = (lambda r: costs[3].seconds(r.work) / 3600 if r.work else None) if costs is not None else None
+            for line in slurm_arrays(runs, sweep_cfg, hours):
                 print(line)
         return
     check_plan(runs, sweep_cfg, ns.launcher, ns.confirm)
-
-    sweep_dir = Path(sweep_cfg.hydra.sweep.dir)
     check_writable(sweep_dir, f"runs_root={sweep_cfg.runs_root}")  # one line and exit 2, not a traceback mid-launch
+    check_jobs(runs, here=ns.launcher != "submitit_slurm")  # train's own checks, before anything is written
+
     command = [sys.executable, "-m", "ffnbench.train", "-m", f"experiment={ns.experiment}",
                *launcher_overrides(ns.launcher), *ns.overrides]
     manifest = {
@@ -175,13 +209,12 @@ def main(argv: list[str] | None = None) -> None:
                             + ([f"LAUNCHER={ns.launcher}"] if ns.launcher else [])
                             + ([f'ARGS="{" ".join(ns.overrides)}"'] if ns.overrides else [])),
         "train_command": " ".join(command[1:]),
-        "runs": [str(r.run_dir) for r in runs],
-        "flops": [r.flops for r in runs],
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    write_json_atomic(sweep_dir / SWEEP_MANIFEST, manifest)
+    _write_manifest(sweep_dir, manifest, runs)
     console.print(estimate([(r.run_dir, r.flops) for r in runs]).line())
     launched = False
+    refused: dict[Path, str] = {}
     # Round 1 trains what can start now (the tuning runs, and judged runs at a fixed lr); each later round, the runs
     # the finished ones unlocked: grid extensions that bracket an optimum (lr_protocol), then the judged runs at
     # their tuned lrs. It ends when a round has nothing to train.
@@ -198,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
             console.print(f"lr-tuning round {round_ - 1} done: {tuned} runs at their tuned lrs, "
                           f"{len(todo) - tuned} tuning runs or retries")
         try:
-            _launch(command, todo, sweep_dir, console)
+            refused.update(_launch(command, todo, sweep_dir, console))
         except SweepInterrupted:
             console.print("sweep stopped by Ctrl-C: rerun the same command to resume (finished runs are kept, "
                           "interrupted ones resume from their checkpoints)")
@@ -207,8 +240,8 @@ def main(argv: list[str] | None = None) -> None:
             break
         runs, _ = plan(ns.experiment, ns.launcher, ns.overrides, composed, only)
         check_plan(runs, sweep_cfg, ns.launcher, ns.confirm)  # later rounds' runs get the first round's checks
-        write_json_atomic(sweep_dir / SWEEP_MANIFEST, {**manifest, "runs": [str(r.run_dir) for r in runs],
-                                                       "flops": [r.flops for r in runs]})
+        check_jobs(runs, here=ns.launcher != "submitit_slurm")
+        _write_manifest(sweep_dir, manifest, runs)
     elsewhere = [r for r in runs if r.action == "running"]
     if elsewhere:
         console.print(f"not started: {len(elsewhere)} runs are training elsewhere")
@@ -216,12 +249,26 @@ def main(argv: list[str] | None = None) -> None:
             console.print(f"  running {r.note}: {r.run_dir}")
     if not launched and not elsewhere:
         console.print("nothing to train: every run is already done")
-    statuses = print_outcome(runs, console)
+    statuses = print_outcome(runs, console, refused)
+    offline = offline_wandb_runs(runs)
+    if offline:
+        print(f"wandb: {offline} runs logged offline; upload them with `wandb sync {sweep_dir}/*/wandb/offline-run-*`")
     console.print(f"sweep wall time: {time.time() - started:.0f} s")
     if not ns.no_report:
-        from ffnbench.report import write_report
-
-        report = write_report(sweep_dir)
-        console.print(f"report: {report}")
+        report, why = write_report_keeping(sweep_dir)
+        print(f"report: {report}" if report else why)
     if any(s not in FINAL_STATUSES for s in statuses):
         sys.exit(1)
+
+
+def _write_manifest(sweep_dir: Path, manifest: dict, runs: list[PlannedRun]) -> None:
+    """sweep.json: the planned runs, then every other run folder of the sweep with a final record (sweep.keep)."""
+    flops = {r.run_dir: r.flops for r in runs}
+    listed = manifest_runs([r.run_dir for r in runs], sweep_dir)
+    write_json_atomic(sweep_dir / SWEEP_MANIFEST, {**manifest, "runs": [str(d) for d in listed],
+                                                   "flops": [flops.get(d) for d in listed]})
+
+
+def offline_wandb_runs(runs: list[PlannedRun]) -> int:
+    """How many of the runs hold an offline wandb run (to upload with `wandb sync`)."""
+    return sum(any((r.run_dir / "wandb").glob("offline-run-*")) for r in runs if (r.run_dir / "wandb").is_dir())

@@ -68,8 +68,9 @@ def slurm_arrays(runs, cfg, hours=None) -> list[str]:
     SLURM job array, and a sweep launches one multirun per round (sweep.cli): round 1 holds the runs that can start
     now (tuning runs, fixed-lr runs, interrupted ones), each later round the runs the finished tuning runs unlock
     (grid extensions that bracket an optimum, then the judged runs at the chosen lrs). `runs`: the planned runs
-    (sweep.planning.PlannedRun); `cfg`: the sweep's composed config; `hours(flops)`: one GPU's hours for a run's
-    FLOPs, to compare the longest run with the time limit (None: not priced)."""
+    (sweep.planning.PlannedRun); `cfg`: the sweep's composed config; `hours(run)`: one GPU's hours for a planned run
+    (sweep.cost.Price; None for a run it cannot price), to compare the longest run with the time limit (None: not
+    priced)."""
     launcher, slurm = cfg.hydra.launcher, cfg.slurm
     now = [r for r in runs if r.action in ("start", "resume")]
     later = [r for r in runs if r.action == "wait"]
@@ -85,10 +86,10 @@ def slurm_arrays(runs, cfg, hours=None) -> list[str]:
         lines.append(f"  later rounds: one job array per round for the {len(later)} runs waiting on their tuning runs "
                      "(grid extensions where a choice sits at an edge, then the judged runs), submitted as each round "
                      "ends")
-    priced = [r for r in (*now, *later) if r.flops]
-    if hours is not None and priced:
-        longest = max(priced, key=lambda r: r.flops)
-        minutes = hours(longest.flops) / gpus * 60
+    priced = [(h, r) for r in (*now, *later) if hours is not None and (h := hours(r)) is not None]
+    if priced:
+        run_hours, longest = max(priced, key=lambda p: p[0])
+        minutes = run_hours / gpus * 60
         limit = float(launcher.timeout_min) * (1 + int(launcher.max_num_timeout))
         verdict = ("within one time limit" if minutes <= float(launcher.timeout_min) else
                    "needs requeues" if minutes <= limit else "exceeds the time limit with every requeue: raise "

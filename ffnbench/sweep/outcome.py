@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 
@@ -11,8 +14,12 @@ from ffnbench.runs.rundir import lock_holder
 from ffnbench.sweep.planning import PlannedRun
 
 
-def print_outcome(runs: list[PlannedRun], console: Console) -> dict[str, int]:
-    """A table of what each run's result.json says now, and the runs counted by status (returned)."""
+def print_outcome(runs: list[PlannedRun], console: Console, refused: Mapping[Path, str] | None = None
+                  ) -> dict[str, int]:
+    """A table of what each run's result.json says now, and the runs counted by status (returned). `refused`: why
+    each run refused before it started did (it has no folder, so no result.json to say it): shown as "refused",
+    with its reason below the table, not as "missing"."""
+    refused = refused or {}
     table = Table(title="sweep summary")
     for col in ("run", "was", "status", "val loss", "tokens", "wall s"):
         table.add_column(col, justify="left" if col in ("run", "was", "status") else "right")
@@ -21,7 +28,7 @@ def print_outcome(runs: list[PlannedRun], console: Console) -> dict[str, int]:
     for r in runs:
         try:
             result = RunResult.read(r.run_dir)
-            status = result.status if result else "missing"
+            status = result.status if result else ("refused" if r.run_dir in refused else "missing")
         except CorruptRecord:
             result, status = None, "corrupt"
         if lock_holder(r.run_dir) is not None:  # another launch trains it now
@@ -37,4 +44,7 @@ def print_outcome(runs: list[PlannedRun], console: Console) -> dict[str, int]:
     console.print(table)
     console.print("runs by status: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
                   + f"; {tokens:,.0f} tokens; {wall:.0f} s of training wall time")
+    shown = [(d, why) for d, why in refused.items() if any(r.run_dir == d for r in runs)]
+    for run_dir, why in shown:
+        print(f"refused before it started (no run folder): {run_dir.name}: {why}")
     return counts

@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ffnbench.claims.lr_protocol import best_lr, edge, lr_protocol, next_lr
-from ffnbench.config.identity import NON_IDENTITY_KEYS, identity_key
+from ffnbench.config.identity import NON_IDENTITY_KEYS
 from ffnbench.errors import ConfigError
 from ffnbench.fileio import CorruptRecord
 from ffnbench.runs.result import FINAL_STATUSES, RunResult
+from ffnbench.sweep.keys import config_key
 
 TUNED = "tuned"  # the value of optim.lr in a judged grid whose lr comes from its tuning runs
 TUNING_FREE_KEYS = ("optim.lr", "seed", "tuning")  # what tuning runs may differ in from the judged run they serve
@@ -59,7 +60,7 @@ class TuningRun:
     key: frozenset = field(init=False, repr=False, compare=False)  # what tuning_group matches on, computed once
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", identity_key(self.config, ignore=GROUP_IGNORED))
+        object.__setattr__(self, "key", config_key(self.config, ignore=GROUP_IGNORED))
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,36 @@ class LrChoice:
         return f"lr {self.lr:g} chosen on {len(self.runs)} tuning runs"
 
 
+class TuningRuns(list):
+    """A sweep's tuning runs (a list of TuningRun), indexed by group, for a plan that asks each of thousands of judged
+    jobs for its group: a lookup, not a pass over every tuning run (what tuning_group does with a plain list)."""
+
+    def __init__(self, runs: Sequence[TuningRun] = ()):
+        super().__init__()
+        self._groups: dict[frozenset, list[TuningRun]] = {}
+        self._keys: dict[int, tuple[Mapping, frozenset]] = {}  # id(config) → (config, its key): the config is kept
+        self.extend(runs)
+
+    def append(self, run: TuningRun) -> None:
+        super().append(run)
+        self._groups.setdefault(run.key, []).append(run)
+
+    def extend(self, runs) -> None:
+        for run in runs:
+            self.append(run)
+
+    def group(self, config: Mapping) -> list[TuningRun]:
+        kept = self._keys.get(id(config))
+        if kept is None or kept[0] is not config:
+            kept = self._keys[id(config)] = (config, config_key(config, ignore=GROUP_IGNORED))
+        return list(self._groups.get(kept[1], ()))
+
+
 def tuning_group(config: Mapping, tuning: Sequence[TuningRun]) -> list[TuningRun]:
     """The tuning runs that choose `config`'s lr: same config but for TUNING_FREE_KEYS."""
-    key = identity_key(config, ignore=GROUP_IGNORED)  # equal keys ⇔ no identity_diff outside these keys
+    if isinstance(tuning, TuningRuns):
+        return tuning.group(config)
+    key = config_key(config, ignore=GROUP_IGNORED)  # equal keys ⇔ no identity_diff outside these keys
     return [t for t in tuning if t.key == key]
 
 

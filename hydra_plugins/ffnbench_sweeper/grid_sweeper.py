@@ -29,6 +29,53 @@ from omegaconf import OmegaConf
 
 from ffnbench.errors import ConfigError
 
+ERROR_PREFIX = "ffnbench: error: "  # how ffnbench.train says why it refused a run before it started
+REFUSED_SUFFIX = ".refused.json"  # beside `jobs_file`: the jobs refused before they started, and why
+
+
+def refusals_file(jobs_file: str | Path) -> Path:
+    """Where the sweeper leaves the jobs of `jobs_file` that were refused before they started (a JSON list of
+    [the job's index in `jobs_file`, the error line]), for `make sweep` to say why beside its summary."""
+    return Path(str(jobs_file) + REFUSED_SUFFIX)
+
+
+class _ErrorLines:
+    """sys.stderr, passed through, remembering the last error line ffnbench printed on it."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+        self._partial = ""
+        self.last: str | None = None
+
+    def write(self, text: str) -> int:
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            if line.startswith(ERROR_PREFIX):
+                self.last = line[len(ERROR_PREFIX):]
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class RecordRefusals:
+    """The sweep's task function (ffnbench.train's), returning `("failed", why)` for a job whose run refused to start
+    (train prints its one error line, removes the folder Hydra made for it and returns "failed"): a run refused
+    before it wrote anything has no result.json to say why, so the error line is kept for the sweep's summary."""
+
+    def __init__(self, task_function: Any):
+        self.task_function = task_function
+
+    def __call__(self, cfg: Any) -> Any:
+        errors = _ErrorLines(sys.stderr)
+        sys.stderr = errors
+        try:
+            out = self.task_function(cfg)
+        finally:
+            sys.stderr = errors._stream
+        return ("failed", errors.last) if out == "failed" and errors.last else out
+
 
 def _value(v: Any) -> str:
     if isinstance(v, bool):
@@ -49,18 +96,24 @@ def expand_grids(params: Mapping | None, grids: Sequence[Mapping] | None, argume
         arguments: the command-line overrides, applied to every grid.
         config_loader: Hydra's, when running inside Hydra (it expands glob sweeps).
     """
+    return [job for _, job in grid_jobs(params, grids, arguments, config_loader)]
+
+
+def grid_jobs(params: Mapping | None, grids: Sequence[Mapping] | None, arguments: Sequence[str],
+              config_loader: Any = None) -> list[tuple[int, list[str]]]:
+    """expand_grids' jobs, each with the index of the grid that names it first (0 for `params`)."""
     if params and grids:
         raise ConfigError("hydra.sweeper: give `params` (one grid) or `grids` (several), not both")
     parser = OverridesParser.create(config_loader=config_loader)
-    jobs: list[list[str]] = []
+    jobs: list[tuple[int, list[str]]] = []
     seen: set[tuple[str, ...]] = set()
-    for grid in list(grids or []) or [params or {}]:
+    for index, grid in enumerate(list(grids or []) or [params or {}]):
         lines = [f"{k}={_value(v)}" for k, v in dict(grid).items()] + list(arguments)
         for job in BasicSweeper.split_arguments(parser.parse_overrides(lines), None)[0]:
             key = tuple(sorted(job))
             if key not in seen:
                 seen.add(key)
-                jobs.append(job)
+                jobs.append((index, job))
     return jobs
 
 
@@ -77,6 +130,9 @@ class GridSweeper(BasicSweeper):
         # a claim experiment's comparisons, crossed with the arms (ffnbench.sweep.arms) when the sweep starts
         self.arms = {"compare": compare, "arms": arms, "lr_centres": lr_centres, "tuning_seeds": tuning_seeds,
                      "judged_seeds": judged_seeds}
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+        super().setup(hydra_context=hydra_context, task_function=RecordRefusals(task_function), config=config)
 
     def sweep(self, arguments: list[str]) -> Any:
         assert self.config is not None and self.launcher is not None and self.hydra_context is not None
@@ -106,10 +162,19 @@ class GridSweeper(BasicSweeper):
             self.validate_batch_is_legal(batch)
             returns.append(self.launcher.launch(batch, initial_job_idx=initial_job_idx))
             initial_job_idx += len(batch)
-        failed = [" ".join(r.overrides or []) for batch in returns for r in batch or []
-                  if r.status == JobStatus.FAILED or getattr(r, "_return_value", None) == "failed"]
-        if failed:  # the sweep goes on past a failed job, and then says which did not finish
-            print(f"ffnbench: {len(failed)} job(s) of this sweep failed (their result.json says why; rerun the sweep "
-                  "to retry them):\n  " + "\n  ".join(failed), file=sys.stderr)
+        failed, refused = [], []
+        for index, r in enumerate(r for batch in returns for r in batch or []):  # the jobs' order, batch by batch
+            value = getattr(r, "_return_value", None)
+            if isinstance(value, tuple) and value[:1] == ("failed",):
+                refused.append((index, list(r.overrides or []), str(value[1])))
+            elif r.status == JobStatus.FAILED or value == "failed":
+                failed.append(" ".join(r.overrides or []))
+        if self.jobs_file and refused:
+            refusals_file(self.jobs_file).write_text(json.dumps([[index, why] for index, _, why in refused]))
+        if failed or refused:  # the sweep goes on past a failed job, and then says which did not finish, and why
+            lines = [f"{' '.join(job)}: refused before it started (no run folder): {why}" for _, job, why in refused]
+            lines += [f"{job}: failed (its result.json says why)" for job in failed]
+            print(f"ffnbench: {len(lines)} job(s) of this sweep did not finish (rerun the sweep to retry them):\n  "
+                  + "\n  ".join(lines), file=sys.stderr)
             sys.exit(1)
         return returns

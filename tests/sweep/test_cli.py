@@ -10,7 +10,16 @@ import sys
 import time
 
 import pytest
-from fixtures.sweep.runs import BIG, EXPECTED_RUNS, MICRO_ARMS, PLAIN_LINEAR, micro_args, results, run_sweep
+from fixtures.sweep.runs import (
+    BIG,
+    EXPECTED_RUNS,
+    MICRO_ARMS,
+    NO_ARMS,
+    PLAIN_LINEAR,
+    micro_args,
+    results,
+    run_sweep,
+)
 
 from ffnbench.errors import ConfigError
 from ffnbench.runs.result import RESULT_FILE
@@ -36,7 +45,11 @@ def test_grid_selections_are_checked():
             parse_grids(bad)
 
 
-def test_a_micro_sweep_runs_reports_and_reruns_as_all_skipped(tmp_path):
+def _files(folder):
+    return {name: (folder / name).read_bytes() for name in ("REPORT.md", "results.jsonl", SWEEP_MANIFEST)}
+
+
+def test_a_micro_sweep_runs_reports_reruns_as_all_skipped_and_nothing_replaces_its_report_with_less(tmp_path):
     args = ["linear", "--", *micro_args(tmp_path), *PLAIN_LINEAR, "seed=0,1"]
     first = run_sweep(*args, tmp=tmp_path)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
@@ -44,9 +57,10 @@ def test_a_micro_sweep_runs_reports_and_reruns_as_all_skipped(tmp_path):
     done = results(tmp_path, "linear")
     assert len(done) == 6 and {r["status"] for r in done.values()} == {"finished"}
     assert "6 finished" in first.stdout
-    report = tmp_path / "runs" / "linear" / "REPORT.md"
+    folder = tmp_path / "runs" / "linear"
+    report = folder / "REPORT.md"
     assert report.exists() and "C13" in report.read_text()
-    manifest = json.loads((tmp_path / "runs" / "linear" / SWEEP_MANIFEST).read_text())
+    manifest = json.loads((folder / SWEEP_MANIFEST).read_text())
     assert manifest["experiment"] == "linear" and len(manifest["runs"]) == 6
 
     again = run_sweep(*args, tmp=tmp_path)
@@ -54,6 +68,65 @@ def test_a_micro_sweep_runs_reports_and_reruns_as_all_skipped(tmp_path):
     assert "6 runs: 6 skipped (already done), 0 resumed, 0 started" in again.stdout
     assert "nothing to train" in again.stdout
     assert results(tmp_path, "linear") == done  # untouched
+
+    # Issue 44: bad input in a folder that holds a finished sweep stops before any job, one line and exit 2, and
+    # leaves its report, results and manifest byte for byte, and no new run folder
+    before, folders = _files(folder), sorted(p.name for p in folder.iterdir())
+    bad = run_sweep(*args, "data.batch_size=0", tmp=tmp_path)
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) <= 3, bad.stdout[-2000:] + bad.stderr[-2000:]
+    assert "would be refused when it starts (and 5 more jobs of this sweep): data.batch_size: must be a positive " \
+           "integer, got 0" in bad.stderr
+    assert _files(folder) == before and sorted(p.name for p in folder.iterdir()) == folders
+
+    # a sweep of part of the folder's runs (seed 0 only) reports every finished run of the folder, not only its own
+    part = run_sweep("linear", "--", *micro_args(tmp_path), *PLAIN_LINEAR, "seed=0", tmp=tmp_path)
+    assert part.returncode == 0, part.stdout[-3000:] + part.stderr[-3000:]
+    assert "3 runs: 3 skipped (already done), 0 resumed, 0 started" in part.stdout
+    assert len((folder / "results.jsonl").read_text().splitlines()) == 6
+    assert len(json.loads((folder / SWEEP_MANIFEST).read_text())["runs"]) == 6
+    assert "6 finished" not in part.stdout and "3 finished" in part.stdout  # its own summary: its 3 runs
+
+
+def test_bad_input_is_one_line_and_exit_2_before_any_job_or_folder(tmp_path):
+    """Issue 44: `python -m ffnbench.sweep quick -- data.batch_size=0` started all 17 jobs, each refused."""
+    out = run_sweep("quick", "--", "data.batch_size=0", f"runs_root={tmp_path / 'runs'}",
+                    f"data.cache_dir={tmp_path / 'cache'}", tmp=tmp_path)
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) <= 3, out.stderr[-3000:]
+    assert out.stderr.startswith("ffnbench: error: job relu-b4-nobias-") and "(and 16 more jobs of this sweep): " \
+        "data.batch_size: must be a positive integer, got 0" in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no run folder, no data cache, no manifest
+
+
+def test_a_setting_only_train_checks_stops_the_sweep_before_it_launches(tmp_path):
+    """What the plan cannot judge without Lightning or the machine (CUDA graphs on a CPU) is judged by train's own
+    check_run on each distinct config before any job starts (the dry run does not: it imports neither)."""
+    args = [*micro_args(tmp_path), *PLAIN_LINEAR, "trainer.compile=true", "trainer.compile_mode=reduce-overhead"]
+    out = run_sweep("linear", "--", *args, tmp=tmp_path)
+    assert out.returncode == 2 and len(out.stderr.splitlines()) <= 3, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "would be refused when it starts: trainer.compile_mode=reduce-overhead: CUDA graphs need a CUDA GPU" \
+        in out.stderr
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_job_refused_when_it_starts_is_shown_with_why_and_wandb_says_one_line_for_the_sweep(tmp_path):
+    """Issue 42 (10b): a job its run refuses when it starts (here its validation set is larger than the corpus's val
+    split: only the prepared corpus tells) has no folder and no result.json; the summary says why, not "missing".
+    Issue 44 (7d): wandb's three lines a run are left out; one line names the sweep's offline runs."""
+    grids = ("hydra.sweeper.grids=[{ffn: gelu, seed: 0, data.val_tokens: 256}, "
+             "{ffn: relu, seed: 0, data.val_tokens: 1000000}]")
+    args = [*(a for a in micro_args(tmp_path) if not a.startswith(("logger=", "data.val_tokens="))), "logger=wandb",
+            "logger.wandb.mode=offline", *NO_ARMS, "hydra.sweeper.params=null", grids]
+    out = run_sweep("linear", "--", *args, tmp=tmp_path)
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
+    runs, _ = planning.plan("linear", None, args)
+    refused = next(r for r in runs if "data.val_tokens=1000000" in r.overrides)
+    assert not refused.run_dir.exists()
+    why = "data.val_tokens=1000000: the val split of data=shakespeare"
+    assert f"refused before it started (no run folder): {refused.run_dir.name}: {why}" in out.stdout
+    assert "1 finished, 1 refused" in out.stdout and "missing" not in out.stdout
+    assert "refused before it started (no run folder): " + why in out.stderr  # the training process's summary too
+    wandb_lines = [line for line in (out.stdout + out.stderr).splitlines() if line.startswith("wandb:")]
+    assert len(wandb_lines) <= 1 and "1 runs logged offline; upload them with `wandb sync" in wandb_lines[0]
 
 
 @pytest.mark.slow  # minutes of end-to-end training on 2 cores; `make test-slow`

@@ -69,7 +69,7 @@ def test_a_slurm_dry_run_shows_the_job_arrays_it_would_submit():
     runs = [planning.PlannedRun([], Path(f"runs/x/r{i}"), action, flops=flops)
             for i, (action, flops) in enumerate([("start", 1e17), ("start", 3e17), ("resume", 1e17),
                                                  ("wait", 2e17), ("skip", 9e18)])]
-    hour_per_1e17 = lambda flops: flops / 1e17  # one GPU-hour per 1e17 FLOPs
+    hour_per_1e17 = lambda run: run.flops / 1e17  # one GPU-hour per 1e17 FLOPs (None: a run it cannot price)
     lines = launchers.slurm_arrays(runs, cfg, hour_per_1e17)
     text = "\n".join(lines)
     assert "partition gpu, qos high" in lines[0] and "1 node × 2 GPU, 2 task/node" in lines[0]

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 from fixtures.report.synthetic import make_record
-from fixtures.sweep.runs import BIG, EXPECTED_RUNS, PLAIN_LINEAR, micro_args, preset_jobs
+from fixtures.sweep.runs import BIG, EXPECTED_RUNS, NO_ARMS, PLAIN_LINEAR, micro_args, preset_jobs
 
 from ffnbench.config.compose import compose
+from ffnbench.config.identity import identity_key
 from ffnbench.config.schema import run_spec, to_container
 from ffnbench.data.tokenizer import vocab_size_for
 from ffnbench.errors import ConfigError
@@ -52,14 +53,40 @@ def test_command_line_overrides_win_over_the_grid():
         "relu-b4-nobias-model.ffn_init=matched-s0", "relu-b4-nobias-s0"]
 
 
-def test_each_planned_run_counts_the_flops_of_its_spec_and_a_run_that_will_refuse_its_config_counts_none(tmp_path):
+def test_each_planned_run_counts_the_flops_of_its_spec(tmp_path):
     runs, _ = planning.plan("quick", None, ["seed=0", "ffn=gelu", f"runs_root={tmp_path}"])
     for run in runs:
         config = to_container(compose(run.overrides))
         spec = run_spec(config, vocab_size_for(config["data"]))
         assert run.flops == planned_flops(spec, config["data"]["batch_size"]) > 0, run.run_dir
-    bad, _ = planning.plan("quick", None, ["seed=0", "ffn=gelu", "ffn.act=nope", f"runs_root={tmp_path}"])
-    assert {r.action for r in bad} == {"start"} and {r.flops for r in bad} == {None}  # the run says why
+
+
+@pytest.mark.parametrize("bad, name, error", [
+    ("data.batch_size=0", "relu-b4-nobias-", "data.batch_size: must be a positive integer, got 0"),
+    ("ffn.act=nope", "nope-invalid-s0", "ffn.act: unknown FFN variant 'nope'; known variants: relu"),
+    ("data.val_tokens=8", "relu-b4-nobias-", "data.val_tokens=8: less than one validation window"),
+    ("optim.lr=-1", "relu-b4-nobias-", "optim.lr: must be > 0"),
+])
+def test_a_job_its_run_would_refuse_stops_the_plan_naming_the_job(tmp_path, bad, name, error):
+    """Issue 44: every job's settings are checked as its run checks them, before any work: the first refused job is
+    named, with how many share its problem (quick: 17 jobs, one grid of them each)."""
+    with pytest.raises(ConfigError) as info:
+        planning.plan("quick", None, [bad, f"runs_root={tmp_path}"])
+    message = str(info.value)
+    assert message.startswith(f"job {name}") and "would be refused when it starts (and 16 more jobs" in message
+    assert error in message and "\n" not in message
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_a_judged_job_is_checked_before_its_lr_is_chosen(tmp_path):
+    """A judged job's lr is its tuning runs' to choose; its other settings are checked now (at planning.CHECK_LR)."""
+    grid = ("{ffn: gelu, optim.lr: '0.000125,0.000177,0.00025,0.000354,0.0005', seed: '100,101', tuning: true}")
+    args = [*micro_args(tmp_path), "hydra.sweeper.params=null", "lr_protocol.robust=true", "lr_protocol.min_lrs=5",
+            "lr_protocol.min_seeds=2", f"hydra.sweeper.grids=[{grid}, {{ffn: gelu, optim.lr: tuned, seed: 0, "
+            "optim.warmup_steps: -1}]"]
+    with pytest.raises(ConfigError, match=r"^job gelu-b4-nobias-\S+-s0 would be refused when it starts: "
+                                          r"optim.warmup_steps: must be an integer ≥ 0, got -1$"):
+        planning.plan("quick", None, args)
 
 
 def test_a_big_cpu_grid_needs_confirmation(tmp_path, monkeypatch):
@@ -219,3 +246,62 @@ def test_the_published_campaign_plans_every_record_as_skipped(tmp_path, cpu_only
     actions = {r.run_dir.name: r.action for r in runs}
     assert {rec["run_name"]: actions.get(rec["run_name"]) for rec in records} == {
         rec["run_name"]: "skip" for rec in records}
+
+
+# ---- one run per resolved config (issue 42, defect 4) -----------------------------------------------------------
+
+
+def _two_names_one_config(tmp_path) -> list[str]:
+    """`full`'s C8 in small: model.n_layer=2 beside model=micro (whose n_layer is 2) names one config twice."""
+    grids = "hydra.sweeper.grids=[{ffn: relu, seed: '0,1'}, {ffn: relu, model.n_layer: '1,2', seed: '0,1'}]"
+    return [*micro_args(tmp_path), *NO_ARMS, "hydra.sweeper.params=null", grids]
+
+
+def _names(tmp_path) -> tuple[str, str]:
+    """The names of seed 0's run in the first grid, and of its second name in the second grid (planned alone)."""
+    first = planning.plan("linear", None, _two_names_one_config(tmp_path), only_grids=[0])[0][0]
+    alone = planning.plan("linear", None, _two_names_one_config(tmp_path), only_grids=[1])[0]
+    second = next(r for r in alone if "model.n_layer=2" in r.overrides and "seed=0" in r.overrides)
+    return first.run_dir.name, second.run_dir.name
+
+
+def test_two_jobs_of_one_resolved_config_are_planned_once_under_the_first_name(tmp_path):
+    runs, _ = planning.plan("linear", None, _two_names_one_config(tmp_path))
+    first, second = _names(tmp_path)
+    assert first != second and len(runs) == 4  # 6 jobs, 2 of them named twice
+    assert {r.run_dir.name: r.duplicates for r in runs}[first] == (second,)
+    assert second not in {r.run_dir.name for r in runs}
+    identities = [identity_key(r.config) for r in runs]
+    assert len(set(identities)) == len(runs)  # no run planned twice
+    assert [planning.config_key(r.config) for r in runs] == identities  # the planner's fast key is identity_key
+
+
+def test_of_two_names_of_one_config_the_one_whose_folder_holds_a_record_is_kept(tmp_path):
+    """A published run keeps its name: had the second name been trained (a record in its folder), it stays planned,
+    as done, and the first is the one dropped."""
+    args = _two_names_one_config(tmp_path)
+    runs, _ = planning.plan("linear", None, args)
+    first, second = _names(tmp_path)
+    kept = next(r for r in runs if r.run_dir.name == first)
+    other = kept.run_dir.parent / second
+    other.mkdir(parents=True)
+    (other / "run_config.json").write_text(json.dumps(kept.config))
+    (other / RESULT_FILE).write_text(json.dumps({**make_record("relu", 0), "config": kept.config}))
+    again = {r.run_dir.name: r for r in planning.plan("linear", None, args)[0]}
+    assert first not in again and again[second].action == "skip"
+    assert again[second].duplicates == (first,) and len(again) == 4
+
+
+@pytest.mark.slow  # `full` plans ~4,300 runs: seconds, but tens of them on a loaded 2-core machine
+def test_full_plans_no_run_twice_and_its_header_counts_what_its_cost_block_does(tmp_path, capsys, monkeypatch):
+    from ffnbench.sweep import cli
+
+    runs, _ = planning.plan("full", None, [f"runs_root={tmp_path}"])
+    assert len({identity_key(r.config) for r in runs}) == len(runs)
+    assert sum(len(r.duplicates) * (1 + r.neighbours) for r in runs) == 78  # C8's n_layer 12 under model=base
+    monkeypatch.chdir(tmp_path)
+    cli.main(["full", "--dry-run", "--gpu", "H100"])
+    out = capsys.readouterr().out.splitlines()
+    header = next(line for line in out if line.startswith("full: "))
+    total = next(line for line in out if line.startswith("  total: "))
+    assert int(header.split()[1]) == int(total.split()[1]) == planning.run_count(runs)
