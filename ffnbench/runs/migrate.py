@@ -58,8 +58,15 @@ def _record_from_1(record: dict) -> dict:
     return {**record, "config": migrate_config(record["config"])} if record.get("config") else record
 
 
+def _record_from_2(record: dict) -> dict:
+    """Schema 2 → 3: a config of schema 2 is complete as of its day; model.init_gain came later (CONFIG_DEFAULTS),
+    so a record of schema 2 gets the keys its config lacks, as a schema-1 record does (a config that has them all
+    comes back equal)."""
+    return _record_from_1(record)
+
+
 # The step from each schema version to the next.
-RECORD_STEPS: dict[int, Callable[[dict], dict]] = {1: _record_from_1}
+RECORD_STEPS: dict[int, Callable[[dict], dict]] = {1: _record_from_1, 2: _record_from_2}
 SCHEMA = max(RECORD_STEPS) + 1  # the version of a record written today
 FIRST_SCHEMA = min(RECORD_STEPS)  # a record without a `schema` key is of the first
 

@@ -138,3 +138,16 @@ def test_a_checkpoints_fingerprint_is_read_in_todays_form():
     migrated = copy.deepcopy(current)
     migrate_checkpoint(migrated)
     assert migrated == current
+
+
+def test_a_schema_2_record_without_init_gain_reads_as_gain_1_and_groups_with_todays_runs():
+    """model.init_gain came after schema 2: an earlier fan_in record reads with gain 1.0, so it shares its setting
+    with a run of today (claims.runs.Run.setting), instead of sitting in a cell of its own (gain None)."""
+    from ffnbench.claims.runs import Run
+
+    then = json.loads(next(line for line in (EXPERIMENTS / "cpu-robust" / "results.jsonl").open()
+                           if '"init": "fan_in"' in line and '"init_gain"' not in line))
+    assert then["schema"] == 2
+    now = RunResult.from_json(then)
+    assert now.config["model"]["init_gain"] == 1.0
+    assert dict(Run.from_result(now).setting)["model.init_gain"] == 1.0
