@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ffnbench.claims.band import in_band
+from ffnbench.runs.instability import failed_to_learn
 from ffnbench.runs.result import RunResult, finite
 from ffnbench.stats.intervals import Summary, summarize
 
@@ -61,6 +62,9 @@ class Run:
     # "tuning": run only to choose an lr (config `tuning: true`), never judged; "judged": everything else, but
     # "neighbour" (set by lr_protocol.mark_neighbours) for a judged run at a neighbour of its chosen lr.
     role: str = "judged"
+    # finished without learning (runs.instability.failed_to_learn: above ln V, or still at the unigram loss past
+    # warmup): a failure of its variant at its lr, like a divergence, never a loss that passes for noise
+    no_learning: bool = False
 
     @classmethod
     def from_result(cls, result: RunResult) -> Run:
@@ -99,6 +103,7 @@ class Run:
             error=result.error,
             result=result,
             role="tuning" if cfg.get("tuning") is True else "judged",
+            no_learning=failed_to_learn(result),
         )
 
     @classmethod
@@ -108,14 +113,14 @@ class Run:
 
     @property
     def usable(self) -> bool:
-        """Counts in the loss statistics: finished, with a finite final validation loss."""
-        return self.status == "finished" and self.loss is not None
+        """Counts in the loss statistics: finished, with a finite final validation loss, having learned."""
+        return self.status == "finished" and self.loss is not None and not self.no_learning
 
     @property
     def diverged(self) -> bool:
-        """Counts as a failure in every comparison: diverged in training, or "finished" without a finite
-        validation loss (a NaN that appeared only in validation)."""
-        return self.status == "diverged" or (self.status == "finished" and self.loss is None)
+        """Counts as a failure in every comparison: diverged in training, "finished" without a finite validation loss
+        (a NaN that appeared only in validation), or finished without learning."""
+        return self.status == "diverged" or (self.status == "finished" and (self.loss is None or self.no_learning))
 
     @property
     def budget_ratio(self) -> float | None:

@@ -64,7 +64,8 @@ def instabilities(r: Run) -> tuple[Instability, ...]:
     train = r.result.train_curve
     vocab = (r.result.model or {}).get("vocab_size")
     return tuple(detect(
-        status="diverged" if r.diverged else r.status, steps=r.result.steps,
+        # a NaN that appeared only in validation is a divergence; a run that did not learn is detect()'s to name
+        status="diverged" if r.diverged and not r.no_learning else r.status, steps=r.result.steps,
         val_curve=[(int(p["step"]), float("nan") if p.get("val_loss") is None else float(p["val_loss"]))
                    for p in r.result.curve or []],
         train_curve=None if train is None else [(int(s), float("nan") if v is None else float(v)) for s, v in train],

@@ -772,3 +772,11 @@ def test_c5s_gelu_reading_under_an_init_outside_the_band_is_shown_never_a_part()
     assert not any("gpt2 init" in label for label, _ in result.parts), result.parts
     assert "gelu after training, gpt2 init (init std 0.11, outside practice: shown, not deciding)" in \
         "\n".join(result.details)
+
+
+def test_a_run_that_did_not_learn_is_a_failure_of_its_variant_not_a_loss_sample():
+    """A finished run whose final loss is above the uniform loss ln V (runs.instability.failed_to_learn) is out of
+    the loss statistics and counts as a failure, as a divergence does."""
+    learned, lost = make_record("gelu", 0, 3.0), make_record("gelu", 1, 6.0)  # ln 256 = 5.55
+    assert Run.from_record(learned).usable and not Run.from_record(learned).diverged
+    assert not Run.from_record(lost).usable and Run.from_record(lost).diverged
