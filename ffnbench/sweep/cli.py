@@ -128,8 +128,8 @@ def header(experiment: str, runs: list[PlannedRun]) -> str:
             + (f", {later} after the lr-tuning stage" if later else "")
             + (f", {blocked} blocked (no lr to judge them at)" if blocked else "")
             + (f", {counts['conflict']} in conflict" if counts["conflict"] else "")
-            + (f"; {duplicates} more named by two grids with the same resolved config, planned once" if duplicates
-               else ""))
+            + (f"; {duplicates} duplicate runs left out (another name for a planned run's resolved config)"
+               if duplicates else ""))
 
 
 def _run_line(r: PlannedRun) -> str:
