@@ -112,7 +112,10 @@ RULES: list[Rule] = [
     Rule(r"make report", "runs", timeout_s=300),
     Rule(r"python -m ffnbench\.report\.summary( --check)?", "runs", timeout_s=300),
     # training: runs until its first step
+    Rule(r"make sweep EXP=micro", "runs", timeout_s=300),
     Rule(r"make sweep", "starts", timeout_s=300),
+    Rule(r"python -m ffnbench\.bench\.gpucheck --cpu-smoke --out \S+", "runs", timeout_s=600),
+    Rule(r"python -m ffnbench\.train experiment=activations --cfg job", "runs", timeout_s=120),
     Rule(r"python -m ffnbench\.train (model=tiny|ffn=swiglu ffn\.budget=4)", "starts", timeout_s=300),
     Rule(r'make sweep EXP=bias ARGS="trainer\.accelerator=cpu .*"', "starts", timeout_s=300),
     Rule(r"make bench|python -m ffnbench\.bench --only .*", "starts", timeout_s=300),
