@@ -332,4 +332,8 @@ def finish_wandb(exit_code: int, summary: dict[str, Any] | None = None) -> None:
         return
     if summary:
         wandb.run.summary.update({k: v for k, v in summary.items() if v is not None})
+    # an offline run (WANDB_MODE=offline, no credentials, or no network) says how to upload it, whatever made it so
+    offline, where = bool(getattr(wandb.run, "offline", False)), getattr(wandb.run.settings, "sync_dir", None)
     wandb.finish(exit_code=exit_code)
+    if offline and where:
+        print(f"ffnbench: wandb: logged offline; upload it with `wandb sync {where}`", file=sys.stderr)

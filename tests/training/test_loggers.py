@@ -247,3 +247,17 @@ def test_lightnings_sync_dist_advice_is_left_out_for_every_metric_the_module_log
         cache.warn("It is recommended to use `self.log('train/other', ..., sync_dist=True)` when logging on epoch "
                    "level in distributed setting to accumulate the metric across devices.")
     assert [str(w.message).split("`")[1] for w in seen] == ["self.log('train/other', ..., sync_dist=True)"]
+
+
+def test_an_offline_wandb_run_ends_with_the_line_that_uploads_it(tmp_path, monkeypatch, capsys):
+    """Without credentials (the common offline case) a run's wandb files stay on disk: finishing it prints the
+    `wandb sync` command for its own folder, as docs/runs.md promises."""
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    wandb.init(project="ffnbench-test", dir=str(tmp_path))
+    loggers.finish_wandb(0)
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("ffnbench: wandb: logged offline"))
+    assert f"wandb sync {tmp_path}/wandb/offline-run-" in line, line
