@@ -96,6 +96,8 @@ RULES: list[Rule] = [
     Rule(r"python3 tools/doc_commands\.py --run", "skip", "this check itself"),
     Rule(r"(\./)?\.ci/run", "skip", "runs exactly `make test`, checked as such"),
     Rule(r"python -m ffnbench\.sweep full --dry-run", "runs", timeout_s=900),  # plans and prices ~3,000 runs
+    Rule(r"python -m ffnbench\.sweep quick -- data\.batch_size=0", "skip",
+         "bad input on purpose: tests/sweep/test_cli.py checks its exit 2 and that it writes nothing"),
     Rule(r"python -m ffnbench\.sweep|wandb sync", "skip", "names a program in prose: its commands are checked"),
     Rule(r"\.venv/bin/python -m pytest -q( tests/[\w/]+\.py)+", "runs", timeout_s=300),  # a change's narrow tests
     Rule(r"make (help|lint|clean)", "runs", timeout_s=120),

@@ -298,7 +298,7 @@ def cell_check(verdict: Verdict, where: str, cells: dict[str, list[tuple]], inhe
             continue
         for w, v, band in others:
             if not band:
-                out.labels.append(f"{v.verdict} at {w}, outside practice")
+                out.labels.append(f"{v.verdict} outside the band")
                 out.lines.append(f"  - {v.verdict} at {w} (outside the practice band: shown, not deciding)")
         if not inside:
             if factor in REQUIRED_FACTORS:

@@ -10,8 +10,8 @@ from ffnbench.claims import ClaimResult
 from ffnbench.claims.runs import short_setting
 
 # Labels that change how a verdict reads come first (at most two are shown): what undecided it or qualifies it
-PRIORITY = ("outside practice", "reverses", "dependent", "unchecked", "sensitive", "early-training", "confounded",
-            "not bracketed", "plateau-edge", "reduced grid")
+PRIORITY = ("dependent", "reverses", "sensitive", "early-training", "confounded", "not bracketed", "outside",
+            "unchecked", "plateau-edge", "reduced grid")
 INTERVAL = re.compile(r"([+\-−]?\d+\.\d+)(?: (?:nats|bpb))?, 95% CI \[([+\-−]?\d+\.\d+), ([+\-−]?\d+\.\d+)\]")
 HEADER = ["claim", "verdict", "deciding effect, 95% CI", "decided in", "labels", "n"]
 
@@ -29,7 +29,8 @@ def _effect(r: ClaimResult) -> str:
         return text if len(text) <= 60 else text[:60].rsplit(" ", 1)[0].rstrip(",;:") + " …"
     mean, low, high = m.groups()  # as the effect prints them (signed for a difference, not for a fraction)
     what = (r.effect or "")[:m.start()].split(";")[-1].strip().rstrip("=: ").strip()
-    what = what if len(what) <= 40 else ""
+    what = what if len(what) <= 25 else what.rsplit(":", 1)[-1].strip()  # "loss(relu) − loss(swish): 2 layers"
+    what = what if len(what) <= 25 else ""
     return f"{what + ' ' if what else ''}{mean} [{low}, {high}]"
 
 
@@ -41,8 +42,12 @@ def _labels(r: ClaimResult) -> str:
                 found[-1] += f", {x}"
             elif x and not re.match(r"^[+\-−]?\d", x):
                 found.append(x)
-    found = list(dict.fromkeys(found))
+    said = re.search(r"inconclusive \(([^)]*)\)", r.verdict.reason)  # a label the verdict column already names
+    found = [x for x in dict.fromkeys(found) if not (said and x in said.group(1))]
     ranked = sorted(found, key=lambda x: next((i for i, p in enumerate(PRIORITY) if p in x), len(PRIORITY)))
+    outside = [x for x in ranked if x.endswith("outside practice")]
+    ranked = [x for x in ranked if not x.endswith("outside practice")] + outside[:1]  # one sensitivity label
+    ranked = sorted(ranked, key=lambda x: next((i for i, p in enumerate(PRIORITY) if p in x), len(PRIORITY)))
     return "; ".join(ranked[:2]) or "–"
 
 
