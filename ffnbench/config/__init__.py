@@ -5,4 +5,5 @@
                  TrainerConfig, the seed
     identity.py  what makes two runs the same run: NON_IDENTITY_KEYS, HARDWARE_KEYS, identity_diff, identity_key
     validate.py  the value checks every config block makes (numbers in a range, counts, flags, known keys)
+    jobs.py      a sweep's jobs resolved with one composition per set of config groups (the planner's fast path)
 """
