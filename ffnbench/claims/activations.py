@@ -176,7 +176,7 @@ def c8(obs: Observations) -> Evidence:
     lr_cell = _interaction_lr_cell(shallow, deep, interaction, v)
     if lr_cell is not None:
         cells["lr"] = [lr_cell]
-    checked = robust.cell_check(v, where((shallow, deep)), cells)
+    checked = robust.cell_check(v, where((shallow, deep)), cells, here_in_band=in_band(rest.setting))
     if confounded:
         checked.labels.append(DEPTH_CONFOUNDED)
         checked.lines.append(f"  - {DEPTH_CONFOUNDED}: at equal tokens per parameter {depths[0]} layers trained "

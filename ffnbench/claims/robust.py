@@ -51,7 +51,15 @@ from ffnbench.claims.margins import margin_nats
 from ffnbench.claims.pairing import Comparison, PairKey
 from ffnbench.claims.runs import INIT_FACTORS, init_name
 from ffnbench.stats.intervals import Paired
-from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_beats, verdict_better
+from ffnbench.stats.verdicts import (
+    CONTRADICTED,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    SUPPORTED,
+    Verdict,
+    verdict_beats,
+    verdict_better,
+)
 
 SIZE_ROBUST, SIZE_DEPENDENT = "size-robust", "size-dependent"
 TOKENS_CONFOUNDED = "size confounded with tokens"
@@ -260,7 +268,10 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
         out.lines.append(f"  - {label} {how}: {what} at d_model {there.key.factor('model.d_model')} ({there.lr}) = "
                          f"{_shown(there, unit)} (n = {there.n}): {_said(v_there)}, against {_shown(here, unit)} "
                          f"({_said(v_here)}) at d_model {here.key.factor('model.d_model')}")
-        if v_here.verdict != v_there.verdict:
+        if not in_band(there.key.setting):  # a sensitivity check, as an init outside the band is
+            out.labels[-1 - (not same_tokens)] = f"{v_there.verdict} at d_model {there.key.factor('model.d_model')}, " \
+                                                 f"{outside(there.key.setting)}"
+        elif v_here.verdict != v_there.verdict:
             out.downgrade(f"inconclusive ({SIZE_DEPENDENT})", f"the sizes disagree ({v_here.verdict} at d_model "
                                                              f"{here.key.factor('model.d_model')}, {v_there.verdict} "
                                                              f"at d_model {there.key.factor('model.d_model')})")
@@ -281,15 +292,19 @@ CELL_FACTORS = {"lr": (LR_ROBUST, LR_DEPENDENT), "init": (INIT_ROBUST, INIT_DEPE
 REQUIRED_FACTORS = ("lr", "init", "length")
 
 
-def cell_check(verdict: Verdict, where: str, cells: dict[str, list[tuple]], inherent: tuple[str, ...] = ()) \
-        -> Robustness:
+def cell_check(verdict: Verdict, where: str, cells: dict[str, list[tuple]], inherent: tuple[str, ...] = (),
+               here_in_band: bool = True) -> Robustness:
     """A part's verdict in its deciding cell (`where`), checked against the same part read in the cells that vary
     one factor (`cells`: factor → [(the cell in words, its verdict[, in the practice band])]), as `check` does: a
     decided verdict stands only where every other in-band cell gives the same verdict (else inconclusive
-    (X-dependent)); a cell outside the band is shown with its label. A factor of REQUIRED_FACTORS with no in-band
-    cell is unchecked (Robustness.missing), unless the part varies it itself (`inherent`: C6 reads every lr, C5's
-    GELU part is one part per init)."""
+    (X-dependent)); a cell outside the band is shown with its label, and a part read outside it (`here_in_band`
+    False) is inconclusive (no setting in the practice band). A factor of REQUIRED_FACTORS with no in-band cell is
+    unchecked (Robustness.missing), unless the part varies it itself (`inherent`: C6 reads every lr, C5's GELU part is
+    one part per init in the band)."""
     out = Robustness(verdict)
+    if not here_in_band:
+        out.labels.append("read outside the practice band")
+        out.downgrade(f"inconclusive ({NO_BAND})", f"read only at {where}, outside the band")
     for factor, (robust, dependent) in CELL_FACTORS.items():
         others = [(w, v, *(rest or (True,))) for w, v, *rest in cells.get(factor) or []]
         inside = [(w, v) for w, v, band in others if band]
@@ -323,11 +338,12 @@ def verdict_rule(rule: Callable[[Paired], Verdict] = verdict_better, b_worse_sup
 
 
 def beats_side(claim: str, c: Comparison) -> Side:
-    """Which region of the outcome table a difference falls in, at `claim`'s margin at c: above +m (+1), inside
-    (−m, +m) (0), below −m (−1). The lr checks ask that a difference stay in its region: the sign of a difference
-    inside the margin is noise, not a reversal."""
+    """What the lr checks ask a difference to keep, from the outcome-table row the deciding comparison c reads: its
+    sign where c's interval lies above or below 0; where it lies inside the margin (equivalent within ±m), staying
+    inside (−m, +m) (0), the sign of a difference there being noise, not a reversal."""
     m = margin_nats(claim, c)
-    return lambda d: (d >= m) - (d <= -m)
+    equivalent = beats_rule(claim)(nested(c) or c).reason.startswith(EQUIVALENT)
+    return (lambda d: (d >= m) - (d <= -m)) if equivalent else _sign
 
 
 def beats_rule(claim: str) -> Rule:

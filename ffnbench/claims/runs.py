@@ -159,7 +159,7 @@ def short_setting(setting: Setting) -> str:
     """A setting in a table cell's few words: 'mini d64 4L, 6 tok/p, fan_in' (a fixed budget: 'at fixed params')."""
     s = dict(setting)
     words = [f"{s.get('model.name')} d{s.get('model.d_model')} {s.get('model.n_layer')}L"
-             + (" at fixed params" if s.get("model.non_embedding_params") else "")]
+             + (" fixed params" if s.get("model.non_embedding_params") else "")]
     if s.get("trainer.tokens_per_param") is not None:
         words.append(f"{s['trainer.tokens_per_param']:g} tok/p")
     words.append(init_name(setting))

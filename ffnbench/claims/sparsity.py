@@ -129,7 +129,7 @@ def part_robustness(obs: Observations, act: str, key: PairKey, lr: float, verdic
             if chosen:
                 cells.setdefault(factor, []).append((f"{describe_setting(k.setting)}, lr {at:g}", read(chosen),
                                                      in_band(k.setting)))
-    return cell_check(verdict, f"{describe_setting(key.setting)}, lr {lr:g}", cells, inherent)
+    return cell_check(verdict, f"{describe_setting(key.setting)}, lr {lr:g}", cells, inherent, in_band(key.setting))
 
 
 def c5(obs: Observations) -> Evidence:
@@ -185,7 +185,7 @@ def c5(obs: Observations) -> Evidence:
             continue
         # one part per init, each a counterexample of its own: the init is checked by the parts themselves where
         # another init's part was read in a setting that differs from this one's in the init alone
-        paired = other_cells(key, [k for _, k, _, _ in read])["init"]
+        paired = [k for k in other_cells(key, [k for _, k, _, _ in read])["init"] if in_band(k.setting)]
         checked = part_robustness(obs, "gelu", key, lr, gelu_none(values),
                                   lambda runs: gelu_none(per_seed_mean(runs, after)),
                                   inherent=("init",) if paired else ())
@@ -270,7 +270,7 @@ def c6(obs: Observations) -> Evidence:
         return ev
     cells = {factor: [(describe_setting(k.setting), large_lr_dead(groups[k])[0], in_band(k.setting)) for k in others]
              for factor, others in other_cells(key, groups).items()}
-    checked = cell_check(v, describe_setting(key.setting), cells, inherent=("lr",))
+    checked = cell_check(v, describe_setting(key.setting), cells, inherent=("lr",), here_in_band=in_band(key.setting))
     ev.add_part(label, checked.verdict, checked.missing)
     ev.details += ["", "- lr protocol: relu's tuned lr decides which lrs count; the dead fraction plays no part in it",
                    f"- {checked.summary()}", *checked.lines]

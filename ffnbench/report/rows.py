@@ -14,6 +14,7 @@ PRIORITY = ("dependent", "reverses", "sensitive", "early-training", "confounded"
             "unchecked", "plateau-edge", "reduced grid")
 INTERVAL = re.compile(r"([+\-−]?\d+\.\d+)(?: (?:nats|bpb))?, 95% CI \[([+\-−]?\d+\.\d+), ([+\-−]?\d+\.\d+)\]")
 HEADER = ["claim", "verdict", "deciding effect, 95% CI", "decided in", "labels", "n"]
+MAX_ROW = 190  # characters: a row read at a glance
 
 
 def _verdict(r: ClaimResult) -> str:
@@ -22,7 +23,7 @@ def _verdict(r: ClaimResult) -> str:
     return f"**{r.verdict.verdict}**" + (f" ({m.group(1)})" if m and r.verdict.verdict == "inconclusive" else "")
 
 
-def _effect(r: ClaimResult) -> str:
+def _effect(r: ClaimResult, named: bool = True) -> str:
     m = INTERVAL.search(r.effect or "")
     if m is None:
         text = r.effect or "n/a"
@@ -30,7 +31,7 @@ def _effect(r: ClaimResult) -> str:
     mean, low, high = m.groups()  # as the effect prints them (signed for a difference, not for a fraction)
     what = (r.effect or "")[:m.start()].split(";")[-1].strip().rstrip("=: ").strip()
     what = what if len(what) <= 25 else what.rsplit(":", 1)[-1].strip()  # "loss(relu) − loss(swish): 2 layers"
-    what = what if len(what) <= 25 else ""
+    what = what if len(what) <= 25 and named else ""
     return f"{what + ' ' if what else ''}{mean} [{low}, {high}]"
 
 
@@ -53,5 +54,8 @@ def _labels(r: ClaimResult) -> str:
 
 def summary_row(r: ClaimResult) -> list[str]:
     """The claim's row of the Claims table (HEADER's columns)."""
-    return [r.claim.id, _verdict(r), _effect(r), short_setting(r.where) if r.where else "–", _labels(r),
-            "–" if r.n is None else str(r.n)]
+    row = [r.claim.id, _verdict(r), _effect(r), short_setting(r.where) if r.where else "–", _labels(r),
+           "–" if r.n is None else str(r.n)]
+    if len(" | ".join(row)) > MAX_ROW:  # the difference's name goes first: the claim's section names it
+        row[2] = _effect(r, named=False)
+    return row

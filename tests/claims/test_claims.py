@@ -780,3 +780,19 @@ def test_a_run_that_did_not_learn_is_a_failure_of_its_variant_not_a_loss_sample(
     learned, lost = make_record("gelu", 0, 3.0), make_record("gelu", 1, 6.0)  # ln 256 = 5.55
     assert Run.from_record(learned).usable and not Run.from_record(learned).diverged
     assert not Run.from_record(lost).usable and Run.from_record(lost).diverged
+
+
+def test_a_part_read_only_outside_the_practice_band_is_inconclusive_and_an_outside_init_checks_nothing():
+    """C5 after training where every run started outside the band (GPT-2's init at d_model 32: 0.11): no setting in
+    the practice band; and GELU read beside it under such an init does not count as GELU's init check."""
+    gpt2 = {"model.init": "gpt2"}
+    outside_only = ([make_record("relu", s, 3.0, zero_init=0.5, zero_final=0.9 + 0.002 * s, config=gpt2)
+                     for s in (0, 1, 2)]
+                    + [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0, config=gpt2) for s in (0, 1, 2)])
+    parts = dict(verdicts(outside_only)["C5"].parts)
+    after = next(v for label, v in parts.items() if label.startswith("relu about half after training"))
+    assert after.verdict == INCONCLUSIVE and "no setting in the practice band" in after.reason, after
+    base = ([make_record("relu", s, 3.0, zero_init=0.5, zero_final=0.5 + 0.002 * s) for s in (0, 1, 2)]
+            + [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in (0, 1, 2)])
+    result = verdicts(base + [make_record("gelu", s, 3.1, zero_final=0.0, config=gpt2) for s in (0, 1, 2)])["C5"]
+    assert "init" in result.unchecked, result.unchecked

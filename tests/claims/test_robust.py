@@ -302,3 +302,16 @@ def test_a_null_whose_sign_differs_at_the_chosen_lrs_stays_equivalent_the_lr_che
     far = tuning_at("swiglu", {0.001: (3.2,) * 3, 0.002: (2.9,) * 3, 0.004: (3.1,) * 3})  # +0.1 on the tuning seeds
     result, _ = c3(gelu + far + judged)
     assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped
+
+
+def test_a_second_size_outside_the_practice_band_is_shown_and_never_vetoes():
+    """GPT-2's init starts d_model 512 at std 0.45 (inside the band) and d_model 256 at 0.32 (outside): a reversal
+    at 256 is a sensitivity label, as the GPU presets' small (0.39) is beside base (0.55)."""
+    base = {**SHORT, **GPT2, "model.d_model": 512, "model.n_head": 2}
+    small = {**SHORT, **GPT2, "model.d_model": 256, "model.n_head": 2}
+    records = (arm("gelu", RELU, 3.10, base) + arm("swiglu", GELU, 2.95, base)
+               + arm("gelu", GELU, 2.95, small) + arm("swiglu", RELU, 3.10, small))
+    result, _ = c3(records)
+    assert result.scoped.verdict == SUPPORTED, result.scoped
+    assert "contradicted at d_model 256, init std 0.32, outside practice" in result.effect, result.effect
+    assert "size-dependent" not in result.effect
