@@ -141,8 +141,8 @@ CLAIMS: tuple[Claim, ...] = (
              f"95% CI lies within [{HALF_BAND[0]:g}, {HALF_BAND[1]:g}], contradicted if it lies wholly outside "
              f"[{HALF_OUTER[0]:g}, {HALF_OUTER[1]:g}]; and gelu has no hard zeros: supported if every seed's zero "
              f"fraction is ≤ {GELU_ZERO_TOL:g}, contradicted if every seed's is above it, inconclusive if they "
-             f"disagree; gelu after training is a part per init it trained under; {_HOLM}; after training, "
-             f"{_ROBUST}",
+             f"disagree; gelu after training is a part per init in the practice band it trained under (one outside "
+             f"the band is shown beside them); {_HOLM}; after training, {_ROBUST}",
         why="A symmetric pre-activation is negative half the time, and max(0, x) maps every negative to exactly 0, "
             "which is why ReLU is at 0.5 at init by construction; what a reader takes from the claim is the trained "
             "network, where training moves the pre-activations. x·Φ(x) is 0 only at x = 0 in exact arithmetic; an "

@@ -4,7 +4,7 @@ C5 is judged in parts, each with its own verdict, and the claim needs all of the
 initialisation (what the article's snippet measures: random weights and inputs, where ReLU zeroes half its
 pre-activations by symmetry, so that part nearly always holds) and after training (what a reader takes from the
 claim: whatever training made it); and GELU's none after training, in every init convention GELU was trained
-under (fp32 GELU returns exact zeros where x·Φ(x) underflows, which a wider init reaches). Fractions get
+under (fp32 GELU returns exact zeros where erf rounds to −1, below x ≈ −5.5, which a wider init reaches). Fractions get
 intervals inside [0, 1] (stats.intervals.summarize_fraction)."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from ffnbench.stats.verdicts import (
 DEAD_REPORTED = 0.4  # C6: "40%+ of ReLU units dead"
 HALF_BAND = (0.4, 0.6)  # C5: "about half" — the 95% CI of ReLU's zero fraction inside this supports
 HALF_OUTER = (0.3, 0.7)  # ... and wholly outside this contradicts
-# C5: "no hard zeros", with a tolerance: GELU does return an exact 0 where x·Φ(x) underflows (x ≲ −5.5 in fp32
+# C5: "no hard zeros", with a tolerance: GELU does return an exact 0 where erf rounds to −1 (x ≲ −5.5 in fp32
 # and bf16: F.gelu(-8.) is -0.0), so a trained GELU may have a few; more than 1% of its hidden activations
 # exactly zero is no longer "none" next to ReLU's half.
 GELU_ZERO_TOL = 0.01
