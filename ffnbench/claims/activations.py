@@ -35,7 +35,7 @@ def comparison_claim(obs: Observations, a: str, b: str, what: str, claim: str) -
     ev = Evidence()
     if best is None:
         return ev, None
-    checked = robust.check(best, comps, robust.beats_rule(claim), what, robust.beats_side(claim, best))
+    checked = robust.check(best, comps, robust.beats_rule(claim), what, robust.beats_sides(claim))
     ev.where = best.key.setting
     ev.parts.append((what, checked.verdict))
     ev.add_unchecked(checked.missing)
@@ -131,7 +131,7 @@ def c8(obs: Observations) -> Evidence:
         at_depth = [c for c in comps if c.key.factor("model.n_layer") == depth]
         best = primary(at_depth, _at_depth(obs.base_setting, depth))
         checked = robust.check(best, at_depth, robust.beats_rule("C8"), f"{what} at {depth} layers",
-                               robust.beats_side("C8", best))
+                               robust.beats_sides("C8"))
         ev.parts.append((f"swish beats relu at {depth} layers", checked.verdict))
         ev.add_unchecked(checked.missing)
         robustness.append(f"- {depth} layers: {checked.summary()} (deciding comparison, {best.where})")

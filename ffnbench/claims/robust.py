@@ -76,6 +76,16 @@ FACTORS = {"init": INIT_FACTORS, "length": ("trainer.tokens_per_param",), "size"
 Rule = Callable[[Comparison], Verdict]
 
 
+@dataclass(frozen=True)
+class SideOf:
+    """A Side per comparison (`check`'s `side` for the "beats" claims: beats_side at each cell's own outcome row)."""
+
+    of: Callable[[Comparison], Side]
+
+    def __call__(self, c: Comparison) -> Side:
+        return self.of(c)
+
+
 @dataclass
 class Robustness:
     """A deciding comparison's verdict after the checks, its labels, the checks made and not made, and the numbers
@@ -214,16 +224,17 @@ def _init_check(out: Robustness, best: Comparison, others: list[Comparison], min
         out.unrun("init", "one init in the practice band")
 
 
-def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side: Side | None = None,
+def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side: Side | SideOf | None = None,
           unit: Unit = NATS) -> Robustness:
     """Every check of the module docstring on the deciding comparison `best`, among all of a claim's comparisons
     `comps` (the other settings it ran in); `rule` gives a comparison's verdict, and `side` which side of its
     threshold a difference falls on (the sign for "better" rules; C7's margin for its non-inferiority), which the lr
     and length checks compare. Every cell is judged alike (judge), in `unit` (C7: bits per byte)."""
-    side = side or _sign
+    side_of: SideOf = side if isinstance(side, SideOf) else (lambda c, s=side or _sign: s)
+    side = side_of(best)
 
-    def judged(c: Comparison) -> Verdict:
-        return judge(c, rule, side, unit)
+    def judged(c: Comparison) -> Verdict:  # each cell's lr check asks what its own outcome-table row asks
+        return judge(c, rule, side_of(c), unit)
 
     wide = nested(best, unit)
     mine = judged(best)
@@ -344,6 +355,11 @@ def beats_side(claim: str, c: Comparison) -> Side:
     m = margin_nats(claim, c)
     equivalent = beats_rule(claim)(nested(c) or c).reason.startswith(EQUIVALENT)
     return (lambda d: (d >= m) - (d <= -m)) if equivalent else _sign
+
+
+def beats_sides(claim: str) -> SideOf:
+    """beats_side at each comparison `check` judges: the deciding one and every cell."""
+    return SideOf(lambda c: beats_side(claim, c))
 
 
 def beats_rule(claim: str) -> Rule:

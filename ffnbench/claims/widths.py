@@ -123,7 +123,7 @@ def _fixed_budget(obs: Observations, act: str, key: Series, series: dict[Series,
         if deciding:
             others = [_comparison(obs, act, k, rs, other) for k, rs in series.items()
                       if k != key and {SWEET, other} <= set(rs)]
-            checked = robust.check(comp, [comp, *others], robust.beats_rule("C1"), what, robust.beats_side("C1", comp))
+            checked = robust.check(comp, [comp, *others], robust.beats_rule("C1"), what, robust.beats_sides("C1"))
             ev.where = ev.where or comp.key.setting
             ev.parts.append((f"{act} at a fixed budget: {SWEET:g}× beats {other:g}×", checked.verdict))
             ev.add_unchecked(checked.missing)

@@ -315,3 +315,24 @@ def test_a_second_size_outside_the_practice_band_is_shown_and_never_vetoes():
     assert result.scoped.verdict == SUPPORTED, result.scoped
     assert "contradicted at d_model 256, init std 0.32, outside practice" in result.effect, result.effect
     assert "size-dependent" not in result.effect
+
+
+def test_each_cell_reads_its_lr_check_by_its_own_outcome_row():
+    """At 4× the tokens gelu and swiglu are equal within noise (an equivalence there, its tuning seeds' sign the
+    other way inside the margin), while at 1× the interval is wide: the 4× cell reads as contradicted (equivalent),
+    not undone by the sign of a null, whatever row the deciding cell is in."""
+    def tuning(act, losses, config):
+        return [make_record(act, 7 + i, loss, lr=lr, config={"tuning": True, **config})
+                for lr, per_seed in losses.items() for i, loss in enumerate(per_seed)]
+
+    short = (tuning("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3}, SHORT)
+             + tuning("swiglu", {0.001: (3.2,) * 3, 0.002: (2.99,) * 3, 0.004: (3.1,) * 3}, SHORT)
+             + [make_record("gelu", s, 3.0 + (0.04, -0.05, 0.06)[s], lr=0.002, config=SHORT) for s in range(3)]
+             + [make_record("swiglu", s, 2.99, lr=0.002, config=SHORT) for s in range(3)])
+    long = (tuning("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3}, LONG)
+            + tuning("swiglu", {0.001: (3.2,) * 3, 0.002: (2.999,) * 3, 0.004: (3.1,) * 3}, LONG)
+            + [make_record("gelu", s, 3.000 + 0.001 * s, lr=0.002, config=LONG) for s in range(3)]
+            + [make_record("swiglu", s, 3.002, lr=0.002, config=LONG) for s in range(3)])
+    _, details = c3(short + long)
+    line = next(x for x in details.splitlines() if "tokens/param (" in x and ("early-training" in x or "length" in x))
+    assert ": contradicted, against" in line, line
