@@ -13,7 +13,6 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
@@ -21,28 +20,22 @@ import lightning as L
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from ffnbench.claims.lr_protocol import check_protocols
 from ffnbench.cli import user_errors_exit
 from ffnbench.config.compose import CONF_DIR, MULTIRUN_FLAGS, check_overrides
-from ffnbench.config.identity import with_hardware
-from ffnbench.config.schema import OptimConfig, TrainerConfig, run_spec, to_container
-from ffnbench.data import LMDataModule, check_windows
-from ffnbench.data.tokenizer import vocab_size_for
-from ffnbench.errors import ConfigError, FFNBenchError
+from ffnbench.errors import FFNBenchError
 from ffnbench.fileio import DiskFull, free_bytes, full_folder, no_space, size_text, write_json_atomic
 from ffnbench.model.accounting import count_flops, count_params
 from ffnbench.model.ffn import size_ffn
 from ffnbench.model.model import ModelConfig
 from ffnbench.placement import (
-    DeviceSetup,
     claim_devices,
     cluster_environment,
     ddp_scope,
     global_rank,
     patch_ddp_child_command,
-    resolve_device_setup,
     share_cpu_threads,
 )
+from ffnbench.runcheck import Run, check_run
 from ffnbench.runs.result import RESULT_FILE, RunResult
 from ffnbench.runs.rundir import (
     RUN_CONFIG_FILE,
@@ -53,7 +46,6 @@ from ffnbench.runs.rundir import (
     plan_run,
     rank_zero_holds,
     remove_failed_start,
-    resolve_run_dir,
 )
 from ffnbench.sweep.progress import progress_line
 from ffnbench.training.callbacks import (
@@ -65,50 +57,11 @@ from ffnbench.training.callbacks import (
     WorldSizeCheck,
 )
 from ffnbench.training.compiling import CompileWatch
-from ffnbench.training.loggers import finish_wandb, make_loggers, quiet_lightning, wandb_mode
+from ffnbench.training.loggers import finish_wandb, make_loggers, quiet_lightning
 from ffnbench.training.module import LMModule
 from ffnbench.training.throughput import ThroughputMonitor, peak_flops
 
 quiet_lightning()
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run's settings, every one checked, and its data module (built, not yet loaded)."""
-
-    config: dict  # the resolved config: run_config.json, the checkpoint's fingerprint, result.json's `config`
-    run_dir: Path
-    model: ModelConfig
-    optim: OptimConfig
-    trainer: TrainerConfig
-    device_setup: DeviceSetup
-    data: LMDataModule
-    tokens_per_step: int
-    total_steps: int
-    seed: int
-
-
-def check_run(cfg: DictConfig) -> Run:
-    """Every check that needs no data read: a bad setting is a ConfigError naming it, before any file is written."""
-    config = to_container(cfg)
-    run_dir = resolve_run_dir(cfg)
-    spec = run_spec(cfg, vocab_size_for(cfg.data))
-    model, trainer = spec.model, spec.trainer
-    device_setup = resolve_device_setup(trainer)
-    # stored resolved: part of the run's identity
-    config = with_hardware(config, device_setup.accelerator, device_setup.precision)
-    if trainer.compile_mode == "reduce-overhead" and device_setup.accelerator != "gpu":
-        raise ConfigError("trainer.compile_mode=reduce-overhead: CUDA graphs need a CUDA GPU and this run is on the "
-                          f"{device_setup.accelerator}; use trainer.compile_mode=default")
-    if config["logger"].get("wandb"):
-        wandb_mode(config["logger"]["wandb"].get("mode"))
-    check_protocols(config)
-    data = LMDataModule(cfg.data, seq_len=model.seq_len, seed=spec.seed,  # the data settings' checks
-                        inner_steps=trainer.steps_per_batch())
-    check_windows(data.config, model.seq_len, world_size=device_setup.devices * trainer.num_nodes)  # the batch splits
-    tokens_per_step = data.batch_size * model.seq_len
-    return Run(config, run_dir, model, spec.optim, trainer, device_setup, data, tokens_per_step,
-               spec.total_steps(tokens_per_step), spec.seed)
 
 
 def train(cfg: DictConfig, callbacks: list[L.Callback] | None = None) -> RunResult:

@@ -30,7 +30,7 @@ def check_jobs(runs: Sequence[PlannedRun], here: bool) -> int:
         return 0
     from omegaconf import OmegaConf
 
-    from ffnbench.train import check_run
+    from ffnbench.runcheck import check_run
 
     seen: set[frozenset] = set()
     for r in runs:

@@ -217,7 +217,7 @@ def test_init_qk_norm_and_z_loss_are_read_and_default_to_todays_runs():
         "gelu-b4-nobias-model.init=fan_in-model.qk_norm=true-optim.z_loss=1e-4-s0"
     assert model_config({"ffn": {"act": "gelu"}, "model": {"seq_len": 8, "d_model": 16, "n_layer": 1, "n_head": 2}},
                         256).init == "gpt2"  # a model node without them (an older run's config)
-    with pytest.raises(ConfigError, match="^model.init: expected gpt2 or fan_in, got 'xavier'$"):
+    with pytest.raises(ConfigError, match="^model.init: expected gpt2, fan_in or scaled, got 'xavier'$"):
         model_config(compose(["model.init=xavier"]), 256)
     with pytest.raises(ConfigError, match="^model.qk_norm: expected true or false, got 'maybe'$"):
         model_config(compose(["model.qk_norm=maybe"]), 256)

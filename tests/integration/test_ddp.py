@@ -249,7 +249,8 @@ def test_a_sweep_with_a_failed_job_exits_non_zero_and_names_it(cache_dir, tmp_pa
     out = run_cli("-m", *MICRO, "trainer.max_steps=2", "data.final_val_tokens=1024", "optim.lr=0.001,-1",
                   f"data.cache_dir={cache_dir}", f"runs_root={tmp_path / 'runs'}", "name=one_fails")
     assert out.returncode == 1, out.stderr[-2000:]
-    assert "1 job(s) of this sweep failed" in out.stderr and "optim.lr=-1" in out.stderr
+    assert "1 job(s) of this sweep did not finish" in out.stderr and "optim.lr=-1" in out.stderr
+    assert "refused before it started (no run folder)" in out.stderr  # a config error leaves no folder to read
 
 
 def test_a_ddp_rank_above_zero_returns_at_once_when_another_process_holds_the_run(cache_dir, tmp_path, hold_run,

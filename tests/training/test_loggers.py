@@ -256,7 +256,7 @@ def test_an_offline_wandb_run_ends_with_the_line_that_uploads_it(tmp_path, monke
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    wandb.init(project="ffnbench-test", dir=str(tmp_path))
+    wandb.init(project="ffnbench-test", dir=str(tmp_path), mode="offline")
     loggers.finish_wandb(0)
     err = capsys.readouterr().err
     line = next(x for x in err.splitlines() if x.startswith("ffnbench: wandb: logged offline"))
