@@ -6,6 +6,7 @@ Writes results.jsonl (every finished or diverged run under the campaign's run di
 sweep.json under runs/cpu_robust/ lists only the latest arm's runs: this one lists every published run. A run still
 training, or one that failed, is left out (a rerun of campaign.sh resumes or retries it)."""
 
+import json
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -26,8 +27,14 @@ def main(runs: Path) -> None:
     if not done:
         sys.exit(f"{runs}: no finished run (expected <run>/result.json); run experiments/cpu-robust/campaign.sh")
     done.sort(key=lambda r: r.run_name)
+    # a published record never changes: its line stays byte for byte as published (a reader migrates it), so a
+    # snapshot adds lines and rewrites none
+    published = {}
+    if (HERE / "results.jsonl").exists():
+        for line in (HERE / "results.jsonl").read_text().splitlines(keepends=True):
+            published[json.loads(line)["run_name"]] = line
     with atomic_file(HERE / "results.jsonl") as f:
-        f.write("".join(r.jsonl_line() for r in done).encode())
+        f.write("".join(published.get(r.run_name) or r.jsonl_line() for r in done).encode())
 
     def started(r: RunResult) -> float:
         return datetime.strptime(r.finished_at, "%Y-%m-%dT%H:%M:%S%z").timestamp() - (r.wall_time_s or 0)
