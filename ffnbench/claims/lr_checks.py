@@ -39,7 +39,8 @@ class Unit:
 NATS = Unit("nats", lambda r: 1.0)
 
 
-def _sign(x: float | None) -> int:
+def sign(x: float | None) -> int:
+    """The side of 0 a difference falls on: what the lr checks of a sign rule compare."""
     return 0 if not x else int(math.copysign(1, x))
 
 
@@ -72,7 +73,7 @@ def lr_check(c: Comparison, side: Side | None = None) -> tuple[str | None, list[
     if missing:
         lines.append(f"  - lr-robust: not checked (no paired tuning runs at lr {', '.join(f'{x:g}' for x in missing)})")
         return None, lines
-    side = side or _sign
+    side = side or sign
     agree = all(side(shared[lr].mean) == side(c.diff.mean) for lr in at)
     label = LR_ROBUST if agree else LR_DEPENDENT
     at_text = ", ".join(f"{shared[lr].mean:+.3f} at {lr:g}" for lr in at)
@@ -159,7 +160,7 @@ def pairs_check(c: Comparison, side: Side | None = None) -> tuple[str, list[str]
     """LR_ROBUST when b − a on the judged seeds keeps the best-vs-best side of the threshold (`side`; the sign by
     default) at every pair of judged lrs (each side's chosen lr and its neighbours: up to 3 × 3), else LR_SENSITIVE
     (a label: the nested interval has already counted the lr choice); one line that shows every pair."""
-    side = side or _sign
+    side = side or sign
     cells, agree = [], True
     for (la, lb), d in judged_pairs(c).items():
         agree &= side(d.mean) == side(c.diff.mean)

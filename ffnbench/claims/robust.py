@@ -25,6 +25,7 @@ factor; `cell_check` does the same for a part read off one setting (C5, C6)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -38,7 +39,6 @@ from ffnbench.claims.lr_checks import (  # noqa: F401  (nested, pairs_check, jud
     NATS,
     Side,
     Unit,
-    _sign,
     both_neighbours,
     judged_only,
     judged_pairs,
@@ -46,9 +46,10 @@ from ffnbench.claims.lr_checks import (  # noqa: F401  (nested, pairs_check, jud
     lr_check,
     nested,
     pairs_check,
+    sign,
 )
 from ffnbench.claims.margins import margin_nats
-from ffnbench.claims.pairing import Comparison, PairKey
+from ffnbench.claims.pairing import Comparison, PairKey, without_factor
 from ffnbench.claims.runs import INIT_FACTORS, init_name
 from ffnbench.stats.intervals import Paired
 from ffnbench.stats.verdicts import (
@@ -177,13 +178,13 @@ def size_pair(comps: list[Comparison], best: Comparison) -> tuple[Comparison, Co
     others = [c for c in comps if c.best_lr == best.best_lr and c.protocol == best.protocol
               and c.key.factor("model.d_model") != best.key.factor("model.d_model")]
     mine = [best, *_partners(comps, best, "length")]
+
+    def rest(c: Comparison) -> PairKey:  # the key but for its size and length
+        return functools.reduce(without_factor, (*FACTORS["size"], *FACTORS["length"]), c.key)
+
     for other in sorted(others, key=lambda c: (-c.n, repr(c.key))):
-        rest = dataclasses.replace(other.key, setting=tuple((k, v) for k, v in other.key.setting
-                                                             if k not in (*FACTORS["size"], *FACTORS["length"])))
         for c in mine:
-            here = dataclasses.replace(c.key, setting=tuple((k, v) for k, v in c.key.setting
-                                                            if k not in (*FACTORS["size"], *FACTORS["length"])))
-            if here == rest and matched(tokens(c), tokens(other)):
+            if rest(c) == rest(other) and matched(tokens(c), tokens(other)):
                 return c, other, True
     plain = _partners(comps, best, "size")
     return (best, plain[0], False) if plain else None
@@ -230,7 +231,7 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
     `comps` (the other settings it ran in); `rule` gives a comparison's verdict, and `side` which side of its
     threshold a difference falls on (the sign for "better" rules; C7's margin for its non-inferiority), which the lr
     and length checks compare. Every cell is judged alike (judge), in `unit` (C7: bits per byte)."""
-    side_of: SideOf = side if isinstance(side, SideOf) else (lambda c, s=side or _sign: s)
+    side_of: SideOf = side if isinstance(side, SideOf) else (lambda c, s=side or sign: s)
     side = side_of(best)
 
     def judged(c: Comparison) -> Verdict:  # each cell's lr check asks what its own outcome-table row asks
@@ -354,7 +355,7 @@ def beats_side(claim: str, c: Comparison) -> Side:
     inside (−m, +m) (0), the sign of a difference there being noise, not a reversal."""
     m = margin_nats(claim, c)
     equivalent = beats_rule(claim)(nested(c) or c).reason.startswith(EQUIVALENT)
-    return (lambda d: (d >= m) - (d <= -m)) if equivalent else _sign
+    return (lambda d: (d >= m) - (d <= -m)) if equivalent else sign
 
 
 def beats_sides(claim: str) -> SideOf:

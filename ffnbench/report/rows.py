@@ -46,10 +46,8 @@ def _labels(r: ClaimResult) -> str:
     said = re.search(r"inconclusive \(([^)]*)\)", r.verdict.reason)  # a label the verdict column already names
     found = [x for x in dict.fromkeys(found) if not (said and x in said.group(1))]
     ranked = sorted(found, key=lambda x: next((i for i, p in enumerate(PRIORITY) if p in x), len(PRIORITY)))
-    outside = [x for x in ranked if x.endswith("outside practice")]
-    ranked = [x for x in ranked if not x.endswith("outside practice")] + outside[:1]  # one sensitivity label
-    ranked = sorted(ranked, key=lambda x: next((i for i, p in enumerate(PRIORITY) if p in x), len(PRIORITY)))
-    return "; ".join(ranked[:2]) or "–"
+    outside = [x for x in ranked if x.endswith("outside practice")][:1]  # one sensitivity label, the best-ranked
+    return "; ".join([x for x in ranked if not x.endswith("outside practice") or x in outside][:2]) or "–"
 
 
 def summary_row(r: ClaimResult) -> list[str]:

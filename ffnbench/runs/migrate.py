@@ -52,21 +52,15 @@ def migrate_config(config: dict) -> dict:
     return out
 
 
-def _record_from_1(record: dict) -> dict:
-    """Schema 1 → 2: a record of schema 1 may lack config keys, and may hold its device and precision as asked;
-    from schema 2 on, its config is complete and resolved (a record without a config has none to complete)."""
+def _complete_config(record: dict) -> dict:
+    """The record with its config in today's form (migrate_config; a record without a config has none to complete).
+    Schema 1 → 2: a record of schema 1 may lack config keys, and may hold its device and precision as asked.
+    Schema 2 → 3: a config of schema 2 was complete as of its day, and model.init_gain came later."""
     return {**record, "config": migrate_config(record["config"])} if record.get("config") else record
 
 
-def _record_from_2(record: dict) -> dict:
-    """Schema 2 → 3: a config of schema 2 is complete as of its day; model.init_gain came later (CONFIG_DEFAULTS),
-    so a record of schema 2 gets the keys its config lacks, as a schema-1 record does (a config that has them all
-    comes back equal)."""
-    return _record_from_1(record)
-
-
 # The step from each schema version to the next.
-RECORD_STEPS: dict[int, Callable[[dict], dict]] = {1: _record_from_1, 2: _record_from_2}
+RECORD_STEPS: dict[int, Callable[[dict], dict]] = {1: _complete_config, 2: _complete_config}
 SCHEMA = max(RECORD_STEPS) + 1  # the version of a record written today
 FIRST_SCHEMA = min(RECORD_STEPS)  # a record without a `schema` key is of the first
 
