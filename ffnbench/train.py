@@ -299,9 +299,8 @@ def _trainer(run: Run, devices: int | list[int], loggers: list, callbacks: list[
         enable_checkpointing=False,  # PeriodicCheckpoint writes last.ckpt atomically
         enable_progress_bar=t.progress_bar,
         profiler=NoProfiler(),
-        # every validation (step 0, in fit, final) under no_grad, as fit's own are: under inference_mode the step-0 and
-        # final ones would make a compiled run compile each function a third time (dynamo guards on the grad mode and
-        # on inference tensors), beside its training graph and its no_grad evaluation graph
+        # every validation (step 0, in fit, final) under no_grad, as fit's own are, so all of them take one path (they
+        # run eager in a compiled run: module.validation_step) and their accumulators are never inference tensors
         inference_mode=False,
         enable_model_summary=False,
         log_every_n_steps=t.log_every,

@@ -7,7 +7,7 @@ finish within TIME_BUDGET_S on one GPU, its findings written to <out>/<gpu>/gpuc
              BPE vocabulary, batch 64; `small` with SwiGLU) through ffnbench.train.train() as a sweep's run, under
              trainer=gpu (mixed precision, blocks compiled), each in a folder of its own (gpucheck_train): fails a
              run whose blocks ran eager (a graph break, a frame dynamo gave up on), compiled after warm-up, compiled
-             a symbolic (dynamic) shape, or compiled more than one training and one evaluation graph per function
+             a symbolic (dynamic) shape, or compiled more than one training graph per function (validation eager)
              (result.json's compile record); records its MFU against the datasheet dense peak, the host-device
              syncs per step (torch.cuda.set_sync_debug_mode("warn")) and its fixed costs (start to first step,
              compile seconds, a validation pass, a checkpoint)

@@ -114,7 +114,8 @@ def compare(session: BenchSession, model: str, steps: tuple[int, int, int], opti
 
 
 def _stats_trial(session: BenchSession, cfg, with_stats: bool, inner: int) -> Callable[[], float]:
-    """Seconds per validation forward of one batch, with or without the FFN activation statistics."""
+    """Seconds per validation forward of one batch, with or without the FFN activation statistics, eager as a run
+    validates (training.module.validation_step) even where the hand loop's model is compiled."""
     from ffnbench.model.ffn import ActivationStats
 
     loop = HandLoop(session, cfg)
@@ -122,13 +123,13 @@ def _stats_trial(session: BenchSession, cfg, with_stats: bool, inner: int) -> Ca
     x, y = (t.to(session.device) for t in loop.batches(0))
 
     def forward() -> None:
-        with torch.no_grad(), session.autocast():
+        with torch.no_grad(), session.autocast(), torch.compiler.set_stance("force_eager"):
             model(x, y)
 
     def trial() -> float:
         for ffn in model.ffns:
             ffn.stats = ActivationStats(ffn.size.d_ff, session.device) if with_stats else None
-        forward()  # warm-up (and the first compile)
+        forward()  # warm-up
         seconds = time_call(forward, session.device, inner)
         for ffn in model.ffns:
             ffn.stats = None

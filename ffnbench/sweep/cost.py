@@ -40,7 +40,7 @@ BENCH_DIR = CONF_DIR.parent / "experiments" / "bench"
 DEFAULT_MFU = {"small": 0.20, "base": 0.30}
 DEFAULT_MFU_OTHER = 0.10
 # Seconds a run spends beyond its training steps, where no gpu-check record measures it: process start and imports
-# (~10 s), compiling (a training and an evaluation graph per compiled block: ~30 s cold), validation passes (14 for a
+# (~10 s), compiling (a training graph per compiled function, validation eager: ~30 s cold), validation passes (14 for a
 # `small` run at val_every 250, ~5 s), checkpoints (6 of ~167 MB for `small`, ~6 s) and wandb's start-up (~5 s): about
 # a minute for `small` (issue 42 counts the same parts; conf/experiment/_gpu.yaml said "about a minute per run").
 # `base`: twice that (larger graphs to compile, 4x the validation tokens per pass, 1 GB checkpoints). Others: a minute.

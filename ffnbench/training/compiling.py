@@ -37,9 +37,9 @@ class CompileWatch:
         frames: frames compiled; eager_frames: frames that fell back to eager (a recompile limit hit, an error);
         graphs: graphs captured; graph_breaks: breaks inside them; recompiles: compilations of a frame already
         compiled once; compiles_per_frame: the compilations of each frame (the blocks' forward, the loss head), in the
-        order dynamo met them. A run compiles each frame at most twice: one evaluation graph (no_grad; every
-        validation of the run) and one training graph. More is a recompile that costs a run time (a new shape, a
-        changed guard): `make gpu-check` fails such a run."""
+        order dynamo met them. A run compiles each frame once, its training graph (validation runs eager:
+        training.module.validation_step). More is a recompile that costs a run time (a new shape, a changed guard):
+        `make gpu-check` fails such a run."""
         if not self.enabled:
             return {"enabled": False}
         (frames, stats, breaks), (frames0, stats0, breaks0) = _dynamo_state(), self._start

@@ -289,10 +289,6 @@ class LMModule(L.LightningModule):
 
     # ---- validation ---------------------------------------------------------------------------------
 
-    def on_validation_batch_start(self, batch, batch_idx, dataloader_idx=0) -> None:
-        if self.cuda_graphs:
-            torch.compiler.cudagraph_mark_step_begin()
-
     def on_validation_epoch_start(self) -> None:
         # Lightning counts batches, and a run whose length is not a multiple of inner_steps ends inside a short last
         # batch, which it may count as the batch of a validation: fit validates at multiples of val_every only (or
@@ -312,9 +308,11 @@ class LMModule(L.LightningModule):
         if self._skip_validation:
             return
         x, y, *final = batch  # a batch of the final set carries a marker (data.batches.FINAL_MARK)
-        # Both sets take one path, each token's loss (chunked where the loss is: model.LossHead): a compiled model
-        # compiles one evaluation graph per function, beside its training graph, not one per reduction.
-        per_token = self.model(x, y, reduction="none")
+        # Both sets take one path, each token's loss (chunked where the loss is: model.LossHead), and a compiled model
+        # evaluates eager: dynamo guards on the grad mode, so a compiled evaluation would be a second graph for every
+        # compiled function (a recompile a run, and its compile time, for ~3% of a GPU run's FLOPs: docs/gpu.md).
+        with torch.compiler.set_stance("force_eager"):
+            per_token = self.model(x, y, reduction="none")
         if not final:
             self._val_sum += per_token.double().sum()
             self._val_count += y.numel()
