@@ -39,9 +39,10 @@ SHARED_RULES = {
         "inside ±m or below −m: the sign of a difference inside the margin is noise), else inconclusive "
         "(lr-dependent)"),
     "the outcome table": (
-        "for \"A beats B\" on Δ = loss(B) − loss(A) with the claim's margin m: a 95% CI above 0 supports it; below 0, "
-        "or inside (−m, +m) (equivalent within ±m: no gain larger than m), contradicts it; one that contains 0 and "
-        "reaches beyond ±m is inconclusive"),
+        "for \"A beats B\" on Δ = loss(B) − loss(A) with the claim's margin m: a 95% CI inside (−m, +m) contradicts "
+        "it (equivalent within ±m: no gain larger than m, DESIGN §9), whether or not it contains 0; otherwise one "
+        "above 0 supports it, one below 0 contradicts it, and one that contains 0 and reaches beyond ±m is "
+        "inconclusive"),
     "the robustness rules": (
         "(claims.robust) every in-band init, 4× the tokens and a second size must give the same verdict, else "
         "inconclusive (init-dependent, early-training, size-dependent); an init or length no run varied in the band "

@@ -90,25 +90,24 @@ EQUIVALENT = "equivalent within ±"  # how an equivalence outcome's reason start
 
 def verdict_beats(result: Paired | Summary, margin: float) -> Verdict:
     """For "A beats B" read on Δ = loss(B) − loss(A), with a pre-registered margin m of practical relevance
-    (docs/claims.md, the outcome table): supported if the 95% CI lies above 0; contradicted if it lies below 0, or
-    if it straddles 0 inside (−m, +m) (equivalent within ±m: no gain larger than m at this scale); inconclusive
-    otherwise (it straddles 0 and reaches beyond ±m). A CI above 0 but inside (0, m) stays supported: a real gain,
-    smaller than m (the reason says so)."""
+    (docs/claims.md, the outcome table; DESIGN §9): contradicted if the 95% CI lies inside (−m, +m) (equivalent
+    within ±m: no gain larger than m at this scale, whether or not the CI contains 0); else supported if it lies
+    above 0, contradicted if it lies below 0, inconclusive otherwise (it contains 0 and reaches beyond ±m). A
+    CI inside (0, m) is thus a contradiction: a gain too small to be the one the claim makes."""
     ci = _interval(result)
     if isinstance(ci, Verdict):
         return ci
     low, high = ci
-    p_up, p_down = _p_beyond(result, 0.0, True), _p_beyond(result, 0.0, False)
-    if low > 0:
-        small = f", a gain smaller than the margin {margin:.3g}" if high < margin else ""
-        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} lies above 0{small}", p_up)
-    if high < 0:
-        return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies below 0", p_down)
     if -margin < low and high < margin:  # two one-sided tests at the margin, each at the CI's level
         p_eq = max(_p_beyond(result, -margin, True), _p_beyond(result, margin, False))
         return Verdict(CONTRADICTED, f"{EQUIVALENT}{margin:.3g}: 95% CI {_fmt_ci(low, high)} lies inside "
                                      f"(−{margin:.3g}, +{margin:.3g}): no gain larger than {margin:.3g} at this scale",
                        p_eq)
+    p_up, p_down = _p_beyond(result, 0.0, True), _p_beyond(result, 0.0, False)
+    if low > 0:
+        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} lies above 0", p_up)
+    if high < 0:
+        return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies below 0", p_down)
     return Verdict(INCONCLUSIVE, f"95% CI {_fmt_ci(low, high)} contains 0 and reaches beyond ±{margin:.3g}",
                    min(p_up, p_down))
 

@@ -11,7 +11,9 @@ from ffnbench.stats.verdicts import (
     INCONCLUSIVE,
     SUPPORTED,
     Verdict,
+    EQUIVALENT,
     verdict_at_least,
+    verdict_beats,
     verdict_below,
     verdict_better,
     verdict_rate_lower,
@@ -41,6 +43,29 @@ def test_margin_rule_is_symmetric():
     assert verdict_better(small).verdict == SUPPORTED
     assert verdict_better(small, margin=0.01).verdict == INCONCLUSIVE
     assert verdict_better(summarize([-0.05, -0.06, -0.055]), margin=0.01).verdict == CONTRADICTED
+
+
+@pytest.mark.parametrize(
+    ("values", "expected", "reason"),
+    [
+        ([0.05, 0.06, 0.055], SUPPORTED, "lies above 0"),  # a gain beyond the margin
+        ([0.012, 0.018, 0.015], SUPPORTED, "lies above 0"),  # above 0, reaching beyond +m
+        ([0.004, 0.006, 0.005], CONTRADICTED, EQUIVALENT),  # above 0 but inside (0, m): a gain too small (DESIGN §9)
+        ([0.002, -0.001, 0.0005], CONTRADICTED, EQUIVALENT),  # around 0, inside ±m
+        ([-0.004, -0.006, -0.005], CONTRADICTED, EQUIVALENT),  # below 0, inside (−m, 0)
+        ([-0.05, -0.06, -0.055], CONTRADICTED, "lies below 0"),
+        ([0.03, -0.03, 0.0], INCONCLUSIVE, "contains 0 and reaches beyond ±0.01"),
+    ],
+)
+def test_beats_reads_the_outcome_table_with_the_margin_first(values, expected, reason):
+    verdict = verdict_beats(summarize(values), margin=0.01)
+    assert verdict.verdict == expected and reason in verdict.reason, verdict
+
+
+def test_beats_equivalence_carries_the_larger_of_the_two_one_sided_tests():
+    values = [0.004, 0.006, 0.005]
+    p = max(ttest(values, -0.01, "greater"), ttest(values, 0.01, "less"))
+    assert verdict_beats(summarize(values), margin=0.01).p_value == pytest.approx(p, rel=1e-9)
 
 
 WIN, LOSS, TIE = [0.10, 0.12, 0.11, 0.09], [-0.10, -0.12, -0.11, -0.09], [0.01, -0.02, 0.005]
