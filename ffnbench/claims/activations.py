@@ -9,6 +9,7 @@ import ffnbench.claims.robust as robust
 from ffnbench.claims.band import in_band
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval, fmt_mean_std
+from ffnbench.claims.lr_checks import LR_ROBUST, LR_SENSITIVE, judged_pairs, nested_interaction, sign
 from ffnbench.claims.pairing import (
     Comparison,
     PairKey,
@@ -173,10 +174,12 @@ def c8(obs: Observations) -> Evidence:
 
     cells = {factor: [(where(others[k]), _interaction(*others[k])[1], in_band(k.setting)) for k in keys]
              for factor, keys in robust.other_cells(rest, others).items()}
-    lr_cell = _interaction_lr_cell(shallow, deep, interaction, v)
-    if lr_cell is not None:
-        cells["lr"] = [lr_cell]
-    checked = robust.cell_check(v, where((shallow, deep)), cells, here_in_band=in_band(rest.setting))
+    lr_pairs = _interaction_lr_pairs(shallow, deep, interaction)
+    checked = robust.cell_check(v, where((shallow, deep)), cells, inherent=("lr",) if lr_pairs else (),
+                                here_in_band=in_band(rest.setting))
+    if lr_pairs:  # the nested interval counted the lr choice: a pair of judged lrs that reverses it is a label
+        checked.labels.append(lr_pairs[0])
+        checked.lines.append(lr_pairs[1])
     if confounded:
         checked.labels.append(DEPTH_CONFOUNDED)
         checked.lines.append(f"  - {DEPTH_CONFOUNDED}: at equal tokens per parameter {depths[0]} layers trained "
@@ -196,29 +199,32 @@ def c8(obs: Observations) -> Evidence:
     return ev
 
 
-def _interaction_lr_cell(shallow: Comparison, deep: Comparison, interaction: Paired, v: Verdict
-                         ) -> tuple[str, Verdict] | None:
-    """The interaction's lr check as a cell for claims.robust.cell_check: Δ(deep) − Δ(shallow) from the judged seeds'
-    paired differences at every pair of judged lrs of each depth (each side's chosen lr and its neighbours: up to 9 ×
-    9 combinations) must keep the sign of the interaction, as robust.pairs_check asks of one comparison; the cell
-    then reads as `v`, else as inconclusive. None where a depth has no neighbour runs (lr unchecked)."""
-    if interaction.mean is None or not all(c.a_neighbours and c.b_neighbours for c in (shallow, deep)):
+def _interaction_lr_pairs(shallow: Comparison, deep: Comparison, interaction: Paired) -> tuple[str, str] | None:
+    """The interaction's lr check where its interval is the nested one (every side judged at its chosen lr's
+    neighbours: lr_checks.nested_interaction): Δ(deep) − Δ(shallow) from the judged seeds' paired differences at
+    every pair of judged lrs of each depth (up to 9 × 9 combinations) keeps the interaction's sign (lr-robust) or
+    not (lr-sensitive: a label, as lr_checks.pairs_check gives one comparison; the interval already includes the lr
+    choice). The label and its line; None where the interval is the judged seeds' alone (lr unchecked)."""
+    if interaction.method != "nested bootstrap" or interaction.mean is None:
         return None
-    per_depth = [[d.mean for d in robust.judged_pairs(c).values()] for c in (shallow, deep)]
+    per_depth = [[d.mean for d in judged_pairs(c).values()] for c in (shallow, deep)]
     combos = [d - s for s in per_depth[0] for d in per_depth[1]]
     if not combos:
         return None
-    kept = all((x > 0) == (interaction.mean > 0) for x in combos)
-    what = (f"every pair of judged lrs at both depths ({len(combos)} combinations: {min(combos):+.3f} to "
-            f"{max(combos):+.3f})")
-    return what, v if kept else Verdict(INCONCLUSIVE, "the interaction changes sign at some pair of judged lrs")
+    label = LR_ROBUST if all(sign(x) == sign(interaction.mean) for x in combos) else LR_SENSITIVE
+    return label, (f"  - {label} across the judged lrs: Δ(deep) − Δ(shallow) at every pair of judged lrs at both "
+                   f"depths ({len(combos)} combinations: {min(combos):+.3f} to {max(combos):+.3f})"
+                   + ("" if label == LR_ROBUST else " — some combination has the other sign (a label: the nested "
+                                                    "interval already includes the lr choice)"))
 
 
 def _interaction(shallow: Comparison, deep: Comparison) -> tuple[Paired, Verdict]:
-    """[loss(relu) − loss(swish)] deep minus shallow over the seeds both depths ran, and its verdict (inconclusive
-    where a side diverged differently)."""
+    """[loss(relu) − loss(swish)] deep minus shallow over the seeds both depths ran, with the four lr choices inside
+    its interval where every side was judged at its neighbours (lr_checks.nested_interaction), and its verdict
+    (inconclusive where a side diverged differently)."""
     d_s, d_d = shallow.seed_diffs, deep.seed_diffs
-    interaction = one_sample({s: d_d[s] - d_s[s] for s in set(d_s) & set(d_d)})
+    judged = one_sample({s: d_d[s] - d_s[s] for s in set(d_s) & set(d_d)})
+    interaction = nested_interaction(shallow, deep, judged) or judged
     diverging = [str(c.divergence) for c in (shallow, deep) if c.divergence.differs]
     return interaction, (Verdict(INCONCLUSIVE, "; ".join(diverging)) if diverging else verdict_better(interaction))
 

@@ -15,7 +15,7 @@ from ffnbench.claims.formatting import fmt_interval
 from ffnbench.claims.lr_protocol import ROBUST_MIN_LRS, ROBUST_MIN_SEEDS, bracketing
 from ffnbench.claims.pairing import FRESH_SEEDS, Comparison, paired_difference, shared_lr_differences, window_losses
 from ffnbench.claims.runs import Run, outcomes_by_seed, run_by_seed
-from ffnbench.stats.bootstrap import hull, nested_lr_bootstrap
+from ffnbench.stats.bootstrap import NestedSide, hull, nested_lr_contrast
 from ffnbench.stats.intervals import Paired
 
 LR_ROBUST, LR_DEPENDENT, LR_SENSITIVE = "lr-robust", "lr-dependent", "lr-sensitive"
@@ -95,39 +95,56 @@ def bracket_check(c: Comparison) -> list[str]:
     return out
 
 
+def _tuning_losses(runs) -> dict[float, dict[int, float]]:
+    """{lr: {tuning seed: final loss in nats, +inf where it diverged}}: what the protocol chose each lr on."""
+    out: dict[float, dict[int, float]] = {}
+    for lr in sorted({r.lr for r in runs}):
+        at = outcomes_by_seed(r for r in runs if r.lr == lr)
+        out[lr] = {s: (math.inf if r.diverged else r.loss) for s, r in at.items()}
+    return out
+
+
+def _judged_windows(runs, unit: Unit) -> dict[float, dict[int, list[float]]]:
+    """{lr: {judged seed: its per-window validation losses in `unit` (its final loss where it has no windows)}}."""
+    out: dict[float, dict[int, list[float]]] = {}
+    for lr in sorted({r.lr for r in runs}):
+        for s, r in run_by_seed(x for x in runs if x.lr == lr).items():
+            w = window_losses(r)
+            out.setdefault(lr, {})[s] = list(w * unit.per_nat(r)) if w is not None else [r.loss * unit.per_nat(r)]
+    return out
+
+
+def _sides(c: Comparison, unit: Unit, sign_: float) -> list[NestedSide]:
+    """c's two tuned sides as terms of a contrast: sign_ · (b − a)."""
+    return [NestedSide(_tuning_losses(c.a_tuning), _judged_windows((*c.a_runs, *c.a_neighbours), unit),
+                       c.a_runs[0].lr, -sign_),
+            NestedSide(_tuning_losses(c.b_tuning), _judged_windows((*c.b_runs, *c.b_neighbours), unit),
+                       c.b_runs[0].lr, sign_)]
+
+
 @functools.lru_cache(maxsize=1024)  # a Comparison is hashed by identity; check(), the regime and a figure ask alike
 def nested(c: Comparison, unit: Unit = NATS) -> Comparison | None:
-    """`c` with the interval that includes the lr choice (stats.bootstrap.nested_lr_bootstrap, widened to contain
+    """`c` with the interval that includes the lr choice (stats.bootstrap.nested_lr_contrast, widened to contain
     the judged-only interval), in `unit`, where both sides were judged at a neighbour of their chosen lr too; None
     otherwise (records without neighbour runs: the verdict keeps the judged seeds' interval, and the lr check falls
     back to the tuning seeds). The lr is chosen again on the tuning runs' losses in nats, as the protocol chose it."""
-    if not c.best_lr or c.protocol != FRESH_SEEDS or not c.a_neighbours or not c.b_neighbours:
+    if not both_neighbours(c):
         return None
-    if c.diff.mean is None:
-        return None
-
-    def tuning(runs) -> dict[float, dict[int, float]]:
-        out: dict[float, dict[int, float]] = {}
-        for lr in sorted({r.lr for r in runs}):
-            at = outcomes_by_seed(r for r in runs if r.lr == lr)
-            out[lr] = {s: (math.inf if r.diverged else r.loss) for s, r in at.items()}
-        return out
-
-    def judged(runs) -> dict[float, dict[int, list[float]]]:
-        out: dict[float, dict[int, list[float]]] = {}
-        for lr in sorted({r.lr for r in runs}):
-            for s, r in run_by_seed(x for x in runs if x.lr == lr).items():
-                w = window_losses(r)
-                out.setdefault(lr, {})[s] = list(w * unit.per_nat(r)) if w is not None else [r.loss * unit.per_nat(r)]
-        return out
-
-    chosen = (c.a_runs[0].lr, c.b_runs[0].lr)
-    paired = nested_lr_bootstrap(tuning(c.a_tuning), tuning(c.b_tuning), judged((*c.a_runs, *c.a_neighbours)),
-                                 judged((*c.b_runs, *c.b_neighbours)), chosen)
+    paired = nested_lr_contrast(_sides(c, unit, 1.0))
     if paired is None:
         return None
     return dataclasses.replace(c, interval=(hull(paired, judged_only(c, unit)),
                                             NESTED + ("" if unit is NATS else f", in {unit.name}")))
+
+
+def nested_interaction(first: Comparison, second: Comparison, judged: Paired) -> Paired | None:
+    """(b − a) in `second` minus (b − a) in `first` (C8's depth interaction) with all four lr choices inside the
+    interval (stats.bootstrap.nested_lr_contrast), widened to contain `judged`, the judged seeds' interval at the
+    chosen lrs; None unless every side was judged at its chosen lr's neighbours too."""
+    if not (both_neighbours(first) and both_neighbours(second)):
+        return None
+    paired = nested_lr_contrast([*_sides(first, NATS, -1.0), *_sides(second, NATS, 1.0)])
+    return None if paired is None else hull(paired, judged)
 
 
 def judged_only(c: Comparison, unit: Unit = NATS) -> Paired:

@@ -200,7 +200,9 @@ CLAIMS: tuple[Claim, ...] = (
              "Δ(deep) − Δ(shallow), paired by seed, in the base setting, supported if its CI lies above 0, "
              "contradicted if below (inconclusive when either depth's comparison differs in divergences), read again "
              "under the other init, at 4× the tokens and at a second size like a part read off one setting "
-             f"({_ROBUST}; its lr check: its sign at every pair of judged lrs of both depths, lr unchecked without "
+             f"({_ROBUST}; its lr counted once: where every side was judged at its chosen lr's neighbours, the "
+             "interval is the nested bootstrap that chooses all four lrs again on resampled tuning seeds, and a pair "
+             "of judged lrs that reverses its sign is labelled lr-sensitive, not a veto; lr unchecked without "
              f"neighbour runs); {_DIVERGED}; "
              f"every part must hold, {_HOLM}",
         why="A smoother activation should help optimisation, and more so as depth makes optimisation harder.",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -111,43 +112,65 @@ def _choose(losses: LrLosses, drawn: Sequence[int]) -> float | None:
     return None if best is None else best[1]
 
 
-def nested_lr_bootstrap(tuning_a: LrLosses, tuning_b: LrLosses, judged_a: LrWindows, judged_b: LrWindows,
-                        chosen: tuple[float, float], n_boot: int = 2000, seed: int = 0,
-                        confidence: float = CONFIDENCE) -> Paired | None:
-    """b − a with the lr choice inside the interval: each replicate resamples the tuning seeds (one draw for both
-    sides: they share them), chooses each side's lr again among its judged lrs (the lowest median tuning loss), then
-    resamples the judged seeds both sides ran at those lrs, and one set of validation windows for all of them (as
-    hierarchical_bootstrap). `chosen`: each side's lr on all tuning seeds, whose judged difference is the estimate.
+@dataclass(frozen=True)
+class NestedSide:
+    """One tuned side of a contrast: its tuning losses, its judged runs' windows at each judged lr, the lr it chose
+    on all tuning seeds, and its weight in the contrast (b − a: a −1, b +1)."""
 
-    A choice that one tuning seed can flip moves replicates to another pair of lrs, and widens the interval by what
-    that pair's difference differs; a choice that never moves gives the judged-only interval (up to resampling).
-    None when the chosen pair has fewer than two paired judged seeds."""
-    lrs_a = [lr for lr in tuning_a if lr in judged_a]
-    lrs_b = [lr for lr in tuning_b if lr in judged_b]
-    pair_diffs: dict[tuple[float, float], tuple[tuple[int, ...], np.ndarray]] = {}
-    for la in set(lrs_a) | {chosen[0]}:
-        for lb in set(lrs_b) | {chosen[1]}:
-            if la not in judged_a or lb not in judged_b:
-                continue
-            shared = tuple(sorted(set(judged_a[la]) & set(judged_b[lb])))
-            rows = [np.asarray(judged_b[lb][s], float) - np.asarray(judged_a[la][s], float) for s in shared]
-            if len(shared) >= 2 and len({len(r) for r in rows}) == 1:
-                pair_diffs[(la, lb)] = (shared, np.stack(rows))
-    if chosen not in pair_diffs:
+    tuning: LrLosses
+    judged: LrWindows
+    chosen: float
+    weight: float
+
+
+def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: int = 0,
+                       confidence: float = CONFIDENCE) -> Paired | None:
+    """Σ weight · loss over tuned sides, with every side's lr choice inside the interval: b − a (a −1, b +1), or C8's
+    depth interaction, (b − a) at one depth minus (b − a) at the other. Each replicate resamples the tuning seeds
+    (one draw for every side: they share them), chooses each side's lr again among its judged lrs (the lowest median
+    tuning loss, as lr_protocol.best_lr), then resamples the judged seeds all sides ran at those lrs, and one set of
+    validation windows for all of them (as hierarchical_bootstrap). The estimate is the contrast at each side's
+    `chosen` lr (its choice on all tuning seeds).
+
+    A choice that one tuning seed can flip moves replicates to another combination of lrs, and widens the interval
+    by what the contrast differs there; a choice that never moves gives the judged-only interval (up to
+    resampling). None when the chosen lrs have fewer than two judged seeds in common."""
+    lrs = [[lr for lr in side.tuning if lr in side.judged] for side in sides]
+    chosen = tuple(side.chosen for side in sides)
+    combos: dict[tuple[float, ...], tuple[tuple[int, ...], np.ndarray] | None] = {}
+
+    def contrast(pick: tuple[float, ...]) -> tuple[tuple[int, ...], np.ndarray] | None:
+        """The seeds every side ran at its lr of `pick`, and their weighted sums of windows (seeds × windows)."""
+        if pick not in combos:
+            combos[pick] = None
+            if all(lr in side.judged for lr, side in zip(pick, sides)):
+                shared = tuple(sorted(set.intersection(*(set(side.judged[lr]) for lr, side in zip(pick, sides)))))
+                rows = []
+                for s in shared:
+                    row = np.zeros(1)
+                    for lr, side in zip(pick, sides):
+                        row = row + side.weight * np.asarray(side.judged[lr][s], float)
+                    rows.append(row)
+                lengths = {len(np.asarray(side.judged[lr][s])) for s in shared for lr, side in zip(pick, sides)}
+                if len(shared) >= 2 and len(lengths) == 1:
+                    combos[pick] = (shared, np.stack(rows))
+        return combos[pick]
+
+    if contrast(chosen) is None:
         return None
-    seeds_t = sorted({s for t in (tuning_a, tuning_b) for at in t.values() for s in at})
+    seeds_t = sorted({s for side in sides for at in side.tuning.values() for s in at})
     rng = np.random.default_rng(seed)
     boot = np.empty(n_boot)
     for i in range(n_boot):
         drawn = [seeds_t[j] for j in rng.integers(0, len(seeds_t), len(seeds_t))] if seeds_t else []
-        pair = (_choose({lr: tuning_a[lr] for lr in lrs_a}, drawn) or chosen[0],
-                _choose({lr: tuning_b[lr] for lr in lrs_b}, drawn) or chosen[1])
-        shared, rows = pair_diffs.get(pair, pair_diffs[chosen])
+        pick = tuple(_choose({lr: side.tuning[lr] for lr in side_lrs}, drawn) or side.chosen
+                     for side, side_lrs in zip(sides, lrs))
+        shared, rows = contrast(pick) or contrast(chosen)
         picked = rows[rng.integers(0, len(shared), len(shared))]
         windows = rng.integers(0, rows.shape[1], rows.shape[1]) if rows.shape[1] > 1 else np.zeros(1, int)
         boot[i] = picked[:, windows].mean()
     boot.sort()
-    shared, rows = pair_diffs[chosen]
+    shared, rows = contrast(chosen)
     means = rows.mean(axis=1)
     low, high = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2], method="inverted_cdf")
     p = min(1.0, 2 * min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))))

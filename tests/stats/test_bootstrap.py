@@ -81,3 +81,45 @@ def test_bootstrap_draws_the_same_windows_for_every_seed():
     window_se = float(np.std(shared, ddof=1) / math.sqrt(1000))  # the shared windows' own sampling error
     assert boot.ci_high - boot.ci_low > 3.0 * window_se  # ≈ 2·1.96·se when the shared effect is kept
     assert verdict_below(boot, 0.015).verdict == INCONCLUSIVE
+
+
+def _side(best: float, other: float, judged: dict[float, float], weight: float, tie: bool = False):
+    """A tuned side over lrs 1 and 2 on tuning seeds 100-102: lr 1 best (by far, or by one seed's vote: `tie`), judged
+    on seeds 0-5 at both lrs with loss judged[lr] + a per-seed wiggle (one window a seed)."""
+    from ffnbench.stats.bootstrap import NestedSide
+
+    tuning = {1.0: {100: best, 101: best, 102: best},
+              2.0: ({100: best - 0.01, 101: best + 0.001, 102: best + 0.002} if tie
+                    else {s: other for s in (100, 101, 102)})}
+    windows = {lr: {s: [loss + 0.001 * ((s * 7) % 5)] for s in range(6)} for lr, loss in judged.items()}
+    return NestedSide(tuning, windows, 1.0, weight)
+
+
+def test_nested_contrast_is_the_judged_interval_when_no_choice_moves_and_widens_when_one_can():
+    from ffnbench.stats.bootstrap import nested_lr_contrast
+
+    a = _side(3.0, 3.5, {1.0: 3.0, 2.0: 3.2}, -1.0)
+    b = _side(3.1, 3.6, {1.0: 3.1, 2.0: 2.9}, 1.0)
+    fixed = nested_lr_contrast([a, b])
+    # every replicate chooses lr 1 for both: b − a = 0.1 at every seed, and its interval is the seeds' (none: no spread)
+    assert fixed.mean == pytest.approx(0.1) and fixed.n == 6
+    assert fixed.ci_low == pytest.approx(0.1) and fixed.ci_high == pytest.approx(0.1)
+    # b's choice flips to lr 2 whenever tuning seed 100 is drawn twice or more: b − a = −0.1 there
+    moving = nested_lr_contrast([a, _side(3.1, 3.6, {1.0: 3.1, 2.0: 2.9}, 1.0, tie=True)])
+    assert moving.mean == pytest.approx(0.1)  # the estimate stays at the chosen lrs
+    assert moving.ci_low == pytest.approx(-0.1) and moving.ci_high == pytest.approx(0.1)
+    assert 0.1 < np.mean(np.asarray(moving.boot) < 0) < 0.6  # P(seed 100 drawn ≥ 2 of 3 times) = 7/27
+    assert nested_lr_contrast([a, b]).boot == fixed.boot  # reproducible
+
+
+def test_nested_contrast_of_four_sides_is_the_interaction_of_two_differences():
+    from ffnbench.stats.bootstrap import nested_lr_contrast
+
+    shallow = [_side(3.0, 3.5, {1.0: 3.0, 2.0: 3.2}, 1.0), _side(3.1, 3.6, {1.0: 3.05, 2.0: 2.9}, -1.0)]
+    deep = [_side(2.9, 3.5, {1.0: 2.9, 2.0: 3.2}, -1.0), _side(3.0, 3.6, {1.0: 3.0, 2.0: 2.9}, 1.0)]
+    interaction = nested_lr_contrast([*shallow, *deep])
+    # (b − a) deep − (b − a) shallow at the chosen lrs: 0.1 − 0.05, the wiggles cancelling seed by seed
+    assert interaction.mean == pytest.approx(0.05) and interaction.n == 6
+    from dataclasses import replace
+
+    assert nested_lr_contrast([shallow[0], replace(shallow[1], judged={1.0: {0: [3.0]}})]) is None  # one shared seed

@@ -8,10 +8,10 @@ from ffnbench.stats.intervals import one_sample, summarize, welch
 from ffnbench.stats.rates import rate_difference
 from ffnbench.stats.verdicts import (
     CONTRADICTED,
+    EQUIVALENT,
     INCONCLUSIVE,
     SUPPORTED,
     Verdict,
-    EQUIVALENT,
     verdict_at_least,
     verdict_beats,
     verdict_below,
