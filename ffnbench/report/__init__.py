@@ -11,7 +11,7 @@ Modules, in the order a report is made:
     load.py         runs from a sweep directory or a results.jsonl; what may be pooled; the newest sweep
     comparisons.py  how runs group into comparisons (setting, lr) and variants, for tables and figures
     sections.py     REPORT.md's markdown: summary, claims, results tables, runs not used, provenance
-    figures.py      the figures (matplotlib, PNG)
+    figures/        the figures (matplotlib, PNG), a module per kind: budgets, curves, variants, lr, forest
     build.py        load → claims → figures, results.jsonl and REPORT.md in one folder
     wandb.py        runs read from W&B, and the W&B report
     cli.py          the command line

@@ -87,7 +87,7 @@ def variant_pairs(labels: list[str]) -> list[tuple[str, str]]:
 
 
 def figure_name(i: int) -> str:
-    """The file of the i-th (from 1) plotted family's loss-vs-lr figure (figures.fig_lr_curves)."""
+    """The file of the i-th (from 1) plotted family's loss-vs-lr figure (figures.lr.fig_lr_curves)."""
     return f"lr_curves_{i}.png"
 
 

@@ -1,4 +1,4 @@
-"""The curves figure (ffnbench.report.figures.fig_curves): validation loss against tokens with the seeds' min–max band
+"""The curves figure (ffnbench.report.figures.curves): validation loss against tokens with the seeds' min–max band
 and a point at every validation, and a training-loss panel read from result.json's train_curve (or a panel saying
 the records hold none)."""
 
@@ -8,8 +8,7 @@ import pytest
 from fixtures.report.synthetic import make_record
 
 from ffnbench.claims import Run
-from ffnbench.report import figures
-from ffnbench.report.figures import CURVES_CAPTION, curve_bands, draw_figures, fig_curves, seed_band
+from ffnbench.report.figures import CURVES_CAPTION, curve_bands, curves, draw_figures, fig_curves, seed_band
 
 
 def test_a_seed_band_is_the_mean_lowest_and_highest_seed_where_every_seed_has_a_point():
@@ -57,10 +56,10 @@ def test_a_record_without_a_training_curve_gives_no_training_band():
 def drawn(runs, tmp_path, monkeypatch):
     """fig_curves' figure, kept open, and the file name it returns."""
     kept = []
-    save = figures._save
-    monkeypatch.setattr(figures, "_save", lambda fig, out, name: (kept.append(fig), name)[1])
+    save = curves.save
+    monkeypatch.setattr(curves, "save", lambda fig, out, name: (kept.append(fig), name)[1])
     name = fig_curves(runs, tmp_path)
-    monkeypatch.setattr(figures, "_save", save)
+    monkeypatch.setattr(curves, "save", save)
     return kept[0], name
 
 
