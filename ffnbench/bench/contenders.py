@@ -80,10 +80,10 @@ def batch_shape(model: str, batch_size: int | None = None) -> tuple[int, int]:
 
 
 def val_set_tokens(session: BenchSession, model: str, batch_size: int | None = None) -> int:
-    """A benchmark run's validation set: session.val_tokens rounded up to whole training batches. A compiled block
-    that meets a second batch size (a validation set smaller than a batch, or a smaller last batch) is recompiled
-    by dynamo with a symbolic batch (automatic dynamic shapes) and trains on that graph, which no sweep run compiles:
-    a sweep's validation sets are whole batches (conf/experiment/_gpu.yaml)."""
+    """A benchmark run's validation set: session.val_tokens rounded up to whole training batches, as a sweep's sets
+    are (conf/experiment/_gpu.yaml), so that a validation pass times what a sweep's does. (Validation runs eager, so
+    its shapes compile nothing; while it was compiled, a set smaller than a batch made dynamo recompile the blocks
+    with a symbolic batch, and the run trained on that graph.)"""
     batch, seq_len = batch_shape(model, batch_size)
     return -(-session.val_tokens // (batch * seq_len)) * batch * seq_len
 

@@ -47,8 +47,8 @@ class Shape:
     group: str | None = None
 
     def val_tokens(self) -> int:
-        """Its validation set: one training batch, so that validation and training compile the same static batch
-        shape, as in a sweep run (whose validation sets are whole batches)."""
+        """Its validation set: one training batch, as a sweep run's sets are whole batches, so that its validation
+        pass times what a sweep's does (validation runs eager: its shapes compile nothing)."""
         batch, seq_len = batch_shape(self.model, self.batch)
         return batch * seq_len
 

@@ -10,6 +10,7 @@ from ffnbench.claims.band import in_band
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval, fmt_mean_std
 from ffnbench.claims.lr_checks import LR_ROBUST, LR_SENSITIVE, judged_pairs, nested_interaction, sign
+from ffnbench.claims.margins import margin_nats
 from ffnbench.claims.pairing import (
     Comparison,
     PairKey,
@@ -23,7 +24,7 @@ from ffnbench.claims.pairing import (
 from ffnbench.claims.runs import summary_of
 from ffnbench.model.ffn import FeedForward, FFNSpec
 from ffnbench.stats.intervals import Paired, one_sample
-from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_better
+from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict, verdict_beats
 
 
 def comparison_claim(obs: Observations, a: str, b: str, what: str, claim: str) -> tuple[Evidence, Comparison | None]:
@@ -211,22 +212,25 @@ def _interaction_lr_pairs(shallow: Comparison, deep: Comparison, interaction: Pa
     combos = [d - s for s in per_depth[0] for d in per_depth[1]]
     if not combos:
         return None
-    label = LR_ROBUST if all(sign(x) == sign(interaction.mean) for x in combos) else LR_SENSITIVE
+    other = sum(sign(x) != sign(interaction.mean) for x in combos)
+    label = LR_SENSITIVE if other else LR_ROBUST
     return label, (f"  - {label} across the judged lrs: Δ(deep) − Δ(shallow) at every pair of judged lrs at both "
-                   f"depths ({len(combos)} combinations: {min(combos):+.3f} to {max(combos):+.3f})"
-                   + ("" if label == LR_ROBUST else " — some combination has the other sign (a label: the nested "
-                                                    "interval already includes the lr choice)"))
+                   f"depths ({len(combos)} combinations: {min(combos):+.3f} to {max(combos):+.3f}"
+                   + (f"; {other} of {len(combos)} with the other sign — a label: the nested interval already "
+                      "includes the lr choice)" if other else ")"))
 
 
 def _interaction(shallow: Comparison, deep: Comparison) -> tuple[Paired, Verdict]:
     """[loss(relu) − loss(swish)] deep minus shallow over the seeds both depths ran, with the four lr choices inside
-    its interval where every side was judged at its neighbours (lr_checks.nested_interaction), and its verdict
-    (inconclusive where a side diverged differently)."""
+    its interval where every side was judged at its neighbours (lr_checks.nested_interaction), and its verdict: the
+    outcome table with C8's margin at the deep side's loss (a flat interaction is a null that can be concluded),
+    inconclusive where a side diverged differently."""
     d_s, d_d = shallow.seed_diffs, deep.seed_diffs
     judged = one_sample({s: d_d[s] - d_s[s] for s in set(d_s) & set(d_d)})
     interaction = nested_interaction(shallow, deep, judged) or judged
     diverging = [str(c.divergence) for c in (shallow, deep) if c.divergence.differs]
-    return interaction, (Verdict(INCONCLUSIVE, "; ".join(diverging)) if diverging else verdict_better(interaction))
+    return interaction, (Verdict(INCONCLUSIVE, "; ".join(diverging)) if diverging
+                         else verdict_beats(interaction, margin_nats("C8", deep)))
 
 
 def _at_depth(base, depth: int):

@@ -34,15 +34,15 @@ SHARED_RULES = {
     "the lr choice": (
         "counted once: where both sides were judged at their chosen lr's neighbours (×√2, ÷√2), the interval is a "
         "nested bootstrap that chooses each lr again on resampled tuning seeds, and b − a at each pair of judged lrs "
-        "is shown (one in another region of the outcome table is labelled lr-sensitive, not a veto); without "
-        "neighbour runs, the tuning seeds' paired differences at both chosen lrs must stay in its region (above +m, "
-        "inside ±m or below −m: the sign of a difference inside the margin is noise), else inconclusive "
-        "(lr-dependent)"),
+        "is shown (one in another region of the outcome table is labelled lr-sensitive, not a veto); none where over "
+        "2.5% of resamples choose an lr without a judged contrast (diverged runs); without one, the tuning seeds' "
+        "paired differences at both chosen lrs must keep its region (its sign; below +m where it shows no gain as "
+        "large as m), else inconclusive (lr-dependent)"),
     "the outcome table": (
-        "for \"A beats B\" on Δ = loss(B) − loss(A) with the claim's margin m: a 95% CI inside (−m, +m) contradicts "
-        "it (equivalent within ±m: no gain larger than m, DESIGN §9), whether or not it contains 0; otherwise one "
-        "above 0 supports it, one below 0 contradicts it, and one that contains 0 and reaches beyond ±m is "
-        "inconclusive"),
+        "for \"A beats B\" on Δ = loss(B) − loss(A) with the claim's margin m: a 95% CI whose upper end lies below "
+        "+m contradicts it (no gain as large as m at this scale: equivalent within ±m where it lies inside (−m, +m), "
+        "DESIGN §9, whether or not it contains 0); otherwise one above 0 supports it (its lower end below +m: a gain, "
+        "its relevance not shown), and one that contains 0 is inconclusive"),
     "the robustness rules": (
         "(claims.robust) every in-band init, 4× the tokens and a second size must give the same verdict, else "
         "inconclusive (init-dependent, early-training, size-dependent); an init or length no run varied in the band "
@@ -197,8 +197,9 @@ CLAIMS: tuple[Claim, ...] = (
         rule=f"Δ = loss(relu) − loss(swish) at each depth ({_BETTER}, {margin('C8')}; {_DECIDES}, at that depth; "
              f"{_ROBUST}); and the "
              "depth interaction "
-             "Δ(deep) − Δ(shallow), paired by seed, in the base setting, supported if its CI lies above 0, "
-             "contradicted if below (inconclusive when either depth's comparison differs in divergences), read again "
+             f"Δ(deep) − Δ(shallow), paired by seed, in the base setting ({_BETTER} with C8's margin at the deep "
+             "side's loss: a flat interaction is contradicted; inconclusive when either depth's comparison differs in "
+             "divergences), read again "
              "under the other init, at 4× the tokens and at a second size like a part read off one setting "
              f"({_ROBUST}; its lr counted once: where every side was judged at its chosen lr's neighbours, the "
              "interval is the nested bootstrap that chooses all four lrs again on resampled tuning seeds, and a pair "

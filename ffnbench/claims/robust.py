@@ -56,6 +56,7 @@ from ffnbench.stats.verdicts import (
     CONTRADICTED,
     EQUIVALENT,
     INCONCLUSIVE,
+    NO_GAIN,
     SUPPORTED,
     Verdict,
     verdict_beats,
@@ -312,7 +313,7 @@ def cell_check(verdict: Verdict, where: str, cells: dict[str, list[tuple]], inhe
     (X-dependent)); a cell outside the band is shown with its label, and a part read outside it (`here_in_band`
     False) is inconclusive (no setting in the practice band). A factor of REQUIRED_FACTORS with no in-band cell is
     unchecked (Robustness.missing), unless the part varies it itself (`inherent`: C6 reads every lr, C5's GELU part is
-    one part per init in the band)."""
+    one part per init in the band, C8's depth interaction holds the lr choice in its nested interval)."""
     out = Robustness(verdict)
     if not here_in_band:
         out.labels.append("read outside the practice band")
@@ -351,11 +352,12 @@ def verdict_rule(rule: Callable[[Paired], Verdict] = verdict_better, b_worse_sup
 
 def beats_side(claim: str, c: Comparison) -> Side:
     """What the lr checks ask a difference to keep, from the outcome-table row the deciding comparison c reads: its
-    sign where c's interval lies above or below 0; where it lies inside the margin (equivalent within ±m), staying
-    inside (−m, +m) (0), the sign of a difference there being noise, not a reversal."""
+    sign where c's interval lies above or below 0; where it lies below +m without lying below 0 (no gain as large as
+    m: equivalent within ±m, or below +m and reaching below −m), staying below +m, the sign of a difference there
+    being noise, not a reversal."""
     m = margin_nats(claim, c)
-    equivalent = beats_rule(claim)(nested(c) or c).reason.startswith(EQUIVALENT)
-    return (lambda d: (d >= m) - (d <= -m)) if equivalent else sign
+    reason = beats_rule(claim)(nested(c) or c).reason
+    return (lambda d: int(d >= m)) if reason.startswith((EQUIVALENT, NO_GAIN)) else sign
 
 
 def beats_sides(claim: str) -> SideOf:

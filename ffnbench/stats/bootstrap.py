@@ -134,7 +134,10 @@ def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: in
 
     A choice that one tuning seed can flip moves replicates to another combination of lrs, and widens the interval
     by what the contrast differs there; a choice that never moves gives the judged-only interval (up to
-    resampling). None when the chosen lrs have fewer than two judged seeds in common."""
+    resampling). A side's judged lr whose runs all diverged is in `judged` with no seeds: a replicate that chooses
+    it (or any combination with fewer than two judged seeds in common) has no contrast and takes the chosen lrs'
+    draw instead; where more than a tail's share of replicates (2.5%) do, the interval could not show what they
+    stand for, and the result is None. None too when the chosen lrs have fewer than two judged seeds in common."""
     lrs = [[lr for lr in side.tuning if lr in side.judged] for side in sides]
     chosen = tuple(side.chosen for side in sides)
     combos: dict[tuple[float, ...], tuple[tuple[int, ...], np.ndarray] | None] = {}
@@ -145,14 +148,14 @@ def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: in
             combos[pick] = None
             if all(lr in side.judged for lr, side in zip(pick, sides)):
                 shared = tuple(sorted(set.intersection(*(set(side.judged[lr]) for lr, side in zip(pick, sides)))))
-                rows = []
-                for s in shared:
-                    row = np.zeros(1)
-                    for lr, side in zip(pick, sides):
-                        row = row + side.weight * np.asarray(side.judged[lr][s], float)
-                    rows.append(row)
-                lengths = {len(np.asarray(side.judged[lr][s])) for s in shared for lr, side in zip(pick, sides)}
-                if len(shared) >= 2 and len(lengths) == 1:
+                lengths = {len(side.judged[lr][s]) for s in shared for lr, side in zip(pick, sides)}
+                if len(shared) >= 2 and len(lengths) == 1:  # every run scored on the same windows
+                    rows = []
+                    for s in shared:
+                        row = np.zeros(1)
+                        for lr, side in zip(pick, sides):
+                            row = row + side.weight * np.asarray(side.judged[lr][s], float)
+                        rows.append(row)
                     combos[pick] = (shared, np.stack(rows))
         return combos[pick]
 
@@ -161,14 +164,18 @@ def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: in
     seeds_t = sorted({s for side in sides for at in side.tuning.values() for s in at})
     rng = np.random.default_rng(seed)
     boot = np.empty(n_boot)
+    unformed = 0  # replicates whose lrs have no contrast (a side's judged runs there diverged, or too few shared)
     for i in range(n_boot):
         drawn = [seeds_t[j] for j in rng.integers(0, len(seeds_t), len(seeds_t))] if seeds_t else []
         pick = tuple(_choose({lr: side.tuning[lr] for lr in side_lrs}, drawn) or side.chosen
                      for side, side_lrs in zip(sides, lrs))
+        unformed += contrast(pick) is None
         shared, rows = contrast(pick) or contrast(chosen)
         picked = rows[rng.integers(0, len(shared), len(shared))]
         windows = rng.integers(0, rows.shape[1], rows.shape[1]) if rows.shape[1] > 1 else np.zeros(1, int)
         boot[i] = picked[:, windows].mean()
+    if unformed > n_boot * (1 - confidence) / 2:  # enough to be a tail of their own: the interval cannot stand in
+        return None  # for them (the lr is then checked on the tuning seeds, and says so)
     boot.sort()
     shared, rows = contrast(chosen)
     means = rows.mean(axis=1)
@@ -180,7 +187,7 @@ def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: in
 
 def hull(nested: Paired, judged: Paired) -> Paired:
     """The nested interval widened to contain the judged-only one: resampling the lr choice may only add
-    uncertainty, never remove what the judged seeds alone show (its p-value the larger of the two)."""
+    uncertainty, never remove what the judged seeds alone show (its p-values the larger of the two: Paired.within)."""
     if not judged.has_ci or not nested.has_ci:
         return nested
     low, high = min(nested.ci_low, judged.ci_low), max(nested.ci_high, judged.ci_high)
@@ -192,4 +199,4 @@ def hull(nested: Paired, judged: Paired) -> Paired:
     boot = np.where(boot <= nested.ci_low, boot - (nested.ci_low - low), boot)
     boot = np.where(boot >= nested.ci_high, boot + (high - nested.ci_high), boot)
     return Paired(nested.n, nested.mean, nested.std, low, high, max(nested.p_value or 0, judged.p_value or 0),
-                  nested.seeds, nested.method, se=nested.se, boot=tuple(np.sort(boot).tolist()))
+                  nested.seeds, nested.method, se=nested.se, boot=tuple(np.sort(boot).tolist()), within=judged)

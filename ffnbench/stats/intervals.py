@@ -126,6 +126,9 @@ class Paired:
     se: float | None = None
     df: float | None = None
     boot: tuple = field(default=(), repr=False, compare=False)
+    # the interval this one was widened to contain (stats.bootstrap.hull): a verdict's one-sided p-value is the
+    # larger of the two distributions', so widening never makes a decision look stronger than either shows
+    within: Paired | None = field(default=None, repr=False, compare=False)
 
     @property
     def has_ci(self) -> bool:

@@ -53,14 +53,19 @@ def _p_beyond(x: Paired | Summary, threshold: float, above: bool) -> float:
     """One-sided p-value of "the true value is not above `threshold`" (above=True) or "not below it":
     small when the data say it is. From the t distribution the interval used (se, df), or for a bootstrap
     the share of replicate means on the wrong side, so that "the 95% interval excludes the threshold" and
-    "p ≤ 0.025" are the same statement."""
+    "p ≤ 0.025" are the same statement. A bootstrap's p is at least 1/(B + 1) (B replicates: none on the wrong
+    side says p < 1/B, not 0, which would pass any multiplicity correction); an interval widened to contain another
+    (Paired.within) takes the larger of the two p-values."""
     if x.boot:
         b = np.asarray(x.boot)
-        return float(np.mean(b <= threshold) if above else np.mean(b >= threshold))
-    se = x.se if x.se is not None else x.std / math.sqrt(x.n)  # type: ignore[operator]
-    df = x.df if x.df is not None else x.n - 1
-    t = (x.mean - threshold) / se  # type: ignore[operator]
-    return float(st.t.sf(t, df) if above else st.t.cdf(t, df))
+        p = max(float(np.mean(b <= threshold) if above else np.mean(b >= threshold)), 1.0 / (len(b) + 1))
+    else:
+        se = x.se if x.se is not None else x.std / math.sqrt(x.n)  # type: ignore[operator]
+        df = x.df if x.df is not None else x.n - 1
+        t = (x.mean - threshold) / se  # type: ignore[operator]
+        p = float(st.t.sf(t, df) if above else st.t.cdf(t, df))
+    within = getattr(x, "within", None)
+    return p if within is None or not within.has_ci else max(p, _p_beyond(within, threshold, above))
 
 
 def _fmt_ci(low: float, high: float) -> str:
@@ -86,29 +91,36 @@ def verdict_better(result: Paired | Summary, margin: float = 0.0) -> Verdict:
 
 
 EQUIVALENT = "equivalent within ±"  # how an equivalence outcome's reason starts: "equivalent within ±0.01: ..."
+NO_GAIN = "no gain as large as "  # a CI below +m that reaches below −m: "no gain as large as 0.01: ..."
 
 
 def verdict_beats(result: Paired | Summary, margin: float) -> Verdict:
     """For "A beats B" read on Δ = loss(B) − loss(A), with a pre-registered margin m of practical relevance
-    (docs/claims.md, the outcome table; DESIGN §9): contradicted if the 95% CI lies inside (−m, +m) (equivalent
-    within ±m: no gain larger than m at this scale, whether or not the CI contains 0); else supported if it lies
-    above 0, contradicted if it lies below 0, inconclusive otherwise (it contains 0 and reaches beyond ±m). A
-    CI inside (0, m) is thus a contradiction: a gain too small to be the one the claim makes."""
+    (docs/claims.md, the outcome table; DESIGN §9). Contradicted when the 95% CI's upper end lies below +m: no gain
+    as large as m at this scale (inside (−m, +m): equivalent within ±m; wholly below 0: B is better; else: no
+    relevant gain, whatever the sign). Otherwise supported when it lies above 0 (the reason says when its lower end
+    is below +m: a gain, its relevance not shown), inconclusive when it contains 0 (and reaches +m). Monotone: an
+    interval further below never reads less contradicted."""
     ci = _interval(result)
     if isinstance(ci, Verdict):
         return ci
     low, high = ci
-    if -margin < low and high < margin:  # two one-sided tests at the margin, each at the CI's level
-        p_eq = max(_p_beyond(result, -margin, True), _p_beyond(result, margin, False))
-        return Verdict(CONTRADICTED, f"{EQUIVALENT}{margin:.3g}: 95% CI {_fmt_ci(low, high)} lies inside "
-                                     f"(−{margin:.3g}, +{margin:.3g}): no gain larger than {margin:.3g} at this scale",
-                       p_eq)
-    p_up, p_down = _p_beyond(result, 0.0, True), _p_beyond(result, 0.0, False)
+    if high < margin:
+        if low > -margin:  # two one-sided tests at the margin, each at the CI's level
+            p_eq = max(_p_beyond(result, -margin, True), _p_beyond(result, margin, False))
+            return Verdict(CONTRADICTED, f"{EQUIVALENT}{margin:.3g}: 95% CI {_fmt_ci(low, high)} lies inside "
+                                         f"(−{margin:.3g}, +{margin:.3g}): no gain larger than {margin:.3g} at this "
+                                         "scale", p_eq)
+        if high < 0:
+            return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies below 0", _p_beyond(result, 0.0, False))
+        return Verdict(CONTRADICTED, f"{NO_GAIN}{margin:.3g}: 95% CI {_fmt_ci(low, high)} lies below +{margin:.3g}",
+                       _p_beyond(result, margin, False))
+    p_up, p_down = _p_beyond(result, 0.0, True), _p_beyond(result, margin, False)
     if low > 0:
-        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} lies above 0", p_up)
-    if high < 0:
-        return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies below 0", p_down)
-    return Verdict(INCONCLUSIVE, f"95% CI {_fmt_ci(low, high)} contains 0 and reaches beyond ±{margin:.3g}",
+        small = f" (its lower end below the margin {margin:.3g}: a gain, its relevance not shown)" if low < margin \
+            else ""
+        return Verdict(SUPPORTED, f"95% CI {_fmt_ci(low, high)} lies above 0{small}", p_up)
+    return Verdict(INCONCLUSIVE, f"95% CI {_fmt_ci(low, high)} contains 0 and reaches +{margin:.3g}",
                    min(p_up, p_down))
 
 

@@ -101,7 +101,7 @@ class LMModule(L.LightningModule):
         self.model = GPT(model_cfg, seed=seed, loss_chunk=loss_chunk)  # loss_chunk: trainer.loss_chunk
         if compile:
             compile_blocks(self.model, compile_mode)
-        # CUDA graphs are replayed into the same memory: each step tells them a new step starts (module docstring).
+        # CUDA graphs are replayed into the same memory: each training step tells them it starts (step.train_step).
         self.cuda_graphs = compile and compile_mode == "reduce-overhead"
         self.optim = optim if isinstance(optim, OptimConfig) else optim_config(optim)
         self.total_steps = total_steps
@@ -310,7 +310,8 @@ class LMModule(L.LightningModule):
         x, y, *final = batch  # a batch of the final set carries a marker (data.batches.FINAL_MARK)
         # Both sets take one path, each token's loss (chunked where the loss is: model.LossHead), and a compiled model
         # evaluates eager: dynamo guards on the grad mode, so a compiled evaluation would be a second graph for every
-        # compiled function (a recompile a run, and its compile time, for ~3% of a GPU run's FLOPs: docs/gpu.md).
+        # compiled function (a recompile a run, and its compile time, for ~3% of a GPU run's FLOPs: docs/runs.md,
+        # Compile).
         with torch.compiler.set_stance("force_eager"):
             per_token = self.model(x, y, reduction="none")
         if not final:

@@ -643,6 +643,20 @@ def test_c8s_depth_interaction_counts_the_lr_choice_once_in_its_nested_interval(
     assert "depth interaction = +0.0567 nats, 95% CI [-0.05" in tied.effect, tied.effect  # the chosen lrs' estimate
 
 
+def test_c8s_depth_interaction_concludes_a_null_within_c8s_margin():
+    """Swish beats relu by 0.05 at both depths (its seeds' noise grows a little with depth): the interaction's
+    interval lies inside ±0.009 (C8's margin, at its floor), so "more so in deeper networks" is contradicted
+    (equivalent within the margin), and with it the claim, though swish beats relu at each depth."""
+    cells = ({"trainer.tokens_per_param": 6}, {"trainer.tokens_per_param": 6, **OTHER_INIT},
+             {"trainer.tokens_per_param": 24})
+    result = _c8([r for c in cells for r in _c8_cell(c, {2: 0.05, 4: 0.05})])
+    parts = dict(result.parts)
+    assert parts["swish beats relu at 2 layers"].verdict == SUPPORTED
+    part = parts["loss(relu) − loss(swish) larger at 4 than at 2 layers"]
+    assert part.verdict == CONTRADICTED and "equivalent within ±0.009" in part.reason, part
+    assert result.verdict.verdict == CONTRADICTED, result.verdict
+
+
 def test_c1_decides_in_the_reference_series_even_when_another_init_has_more_seeds():
     """Under fan_in (5 seeds) 4× loses to 8×; under GPT-2's init (3 seeds, the reference setting) 4× beats both
     neighbours. The reference series decides (pre-registered, as pairing.primary), fan_in is its init check and is

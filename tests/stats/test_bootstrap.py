@@ -123,3 +123,49 @@ def test_nested_contrast_of_four_sides_is_the_interaction_of_two_differences():
     from dataclasses import replace
 
     assert nested_lr_contrast([shallow[0], replace(shallow[1], judged={1.0: {0: [3.0]}})]) is None  # one shared seed
+
+
+def test_nested_contrast_gives_no_interval_when_a_tail_of_replicates_chooses_an_lr_without_a_contrast():
+    """b's choice moves to lr 2 in 7/27 of replicates (tuning seed 100 drawn twice or more); when lr 2 has one judged
+    seed, or none (its judged runs all diverged), those replicates have no contrast: the interval cannot stand in for
+    them (it used to take the chosen lrs' draw: [+0.1, +0.1], the lr choice gone)."""
+    from dataclasses import replace
+
+    from ffnbench.stats.bootstrap import nested_lr_contrast
+
+    a = _side(3.0, 3.5, {1.0: 3.0, 2.0: 3.2}, -1.0)
+    b = _side(3.1, 3.6, {1.0: 3.1, 2.0: 2.9}, 1.0, tie=True)
+    assert nested_lr_contrast([a, b]) is not None
+    one_seed = replace(b, judged={**b.judged, 2.0: {0: b.judged[2.0][0]}})
+    assert nested_lr_contrast([a, one_seed]) is None
+    diverged = replace(b, judged={**b.judged, 2.0: {}})
+    assert nested_lr_contrast([a, diverged]) is None
+    # a choice that never moves there keeps its interval whatever lr 2 holds
+    fixed = _side(3.1, 3.6, {1.0: 3.1, 2.0: 2.9}, 1.0)
+    assert nested_lr_contrast([a, replace(fixed, judged={**fixed.judged, 2.0: {}})]) is not None
+
+
+def test_nested_contrast_rejects_runs_scored_on_other_windows_instead_of_raising():
+    from dataclasses import replace
+
+    from ffnbench.stats.bootstrap import nested_lr_contrast
+
+    a = _side(3.0, 3.5, {1.0: 3.0, 2.0: 3.2}, -1.0)
+    b = _side(3.1, 3.6, {1.0: 3.1, 2.0: 2.9}, 1.0)
+    two_windows = replace(b, judged={lr: {s: w * 2 for s, w in at.items()} for lr, at in b.judged.items()})
+    assert nested_lr_contrast([a, two_windows]) is None  # the chosen lrs' runs are not scored alike: no contrast
+
+
+def test_a_widened_interval_never_gives_a_smaller_p_than_the_one_it_contains():
+    from ffnbench.stats.bootstrap import hull
+    from ffnbench.stats.intervals import Paired
+    from ffnbench.stats.verdicts import verdict_better
+
+    rng = np.random.default_rng(0)
+    nested = Paired(6, 0.05, 0.01, 0.034, 0.066, 0.0, tuple(range(6)), "nested bootstrap",
+                    boot=tuple(np.sort(rng.normal(0.05, 0.008, 2000)).tolist()))
+    judged = one_sample(dict(enumerate([0.02, 0.08, 0.05, 0.03, 0.07, 0.05])))
+    widened = hull(nested, judged)
+    assert (widened.ci_low, widened.ci_high) == (judged.ci_low, judged.ci_high)
+    assert verdict_better(widened).p_value == pytest.approx(verdict_better(judged).p_value)  # the larger: judged's
+    assert verdict_better(nested).p_value == pytest.approx(1 / 2001)  # no replicate at or below 0: at least 1/(B+1)

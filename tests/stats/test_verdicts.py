@@ -1,6 +1,7 @@
 """ffnbench.stats.verdicts: the threshold rules, the one-sided p-value each verdict carries, and the
 exact-test rule for rates."""
 
+import numpy as np
 import pytest
 from scipy import stats as st
 
@@ -10,6 +11,7 @@ from ffnbench.stats.verdicts import (
     CONTRADICTED,
     EQUIVALENT,
     INCONCLUSIVE,
+    NO_GAIN,
     SUPPORTED,
     Verdict,
     verdict_at_least,
@@ -49,17 +51,27 @@ def test_margin_rule_is_symmetric():
     ("values", "expected", "reason"),
     [
         ([0.05, 0.06, 0.055], SUPPORTED, "lies above 0"),  # a gain beyond the margin
-        ([0.012, 0.018, 0.015], SUPPORTED, "lies above 0"),  # above 0, reaching beyond +m
+        ([0.012, 0.018, 0.015], SUPPORTED, "its relevance not shown"),  # above 0, its lower end below +m
         ([0.004, 0.006, 0.005], CONTRADICTED, EQUIVALENT),  # above 0 but inside (0, m): a gain too small (DESIGN §9)
         ([0.002, -0.001, 0.0005], CONTRADICTED, EQUIVALENT),  # around 0, inside ±m
         ([-0.004, -0.006, -0.005], CONTRADICTED, EQUIVALENT),  # below 0, inside (−m, 0)
+        ([-0.015, -0.005, -0.010], CONTRADICTED, NO_GAIN),  # contains 0, below +m, reaching below −m: no gain ≥ m
         ([-0.05, -0.06, -0.055], CONTRADICTED, "lies below 0"),
-        ([0.03, -0.03, 0.0], INCONCLUSIVE, "contains 0 and reaches beyond ±0.01"),
+        ([0.03, -0.03, 0.0], INCONCLUSIVE, "contains 0 and reaches +0.01"),
     ],
 )
 def test_beats_reads_the_outcome_table_with_the_margin_first(values, expected, reason):
     verdict = verdict_beats(summarize(values), margin=0.01)
     assert verdict.verdict == expected and reason in verdict.reason, verdict
+
+
+def test_beats_is_monotone_an_interval_further_below_never_reads_less_contradicted():
+    order = {SUPPORTED: 2, INCONCLUSIVE: 1, CONTRADICTED: 0}
+    base = [0.004, -0.002, 0.001]  # a 95% CI 0.015 wide: it fits inside ±m, and can straddle −m
+    for shift in np.linspace(-0.1, 0.1, 81):
+        up = verdict_beats(summarize([v + shift + 0.0025 for v in base]), margin=0.01).verdict
+        down = verdict_beats(summarize([v + shift for v in base]), margin=0.01).verdict
+        assert order[down] <= order[up], (shift, down, up)
 
 
 def test_beats_equivalence_carries_the_larger_of_the_two_one_sided_tests():
