@@ -14,7 +14,7 @@
     gpucheck.py    `make gpu-check`: a GPU machine end to end (its plan, the checklist, the record; --cpu-smoke)
     gpucheck_plan.py   what one gpu-check does: the sweeps' shapes, on a GPU or (--cpu-smoke) at micro scale
     gpucheck_train.py  gpu-check's training check: sync and fixed-cost watches of one train() run
-    compile_watch.py   what dynamo did in a run (graph breaks, late or dynamic graphs, recompiles), as gpu-check judges it
+    compile_watch.py   what dynamo did in a run (graph breaks, late or dynamic graphs, recompiles), for gpu-check
     gpucheck_price.py  the record's `price` block (MFU and a run's fixed overhead per model group)
 """
 
