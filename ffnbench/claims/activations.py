@@ -9,7 +9,7 @@ import ffnbench.claims.robust as robust
 from ffnbench.claims.band import in_band
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval, fmt_mean_std
-from ffnbench.claims.lr_checks import LR_ROBUST, LR_SENSITIVE, judged_pairs, nested_interaction, sign
+from ffnbench.claims.lr_checks import LR_ROBUST, LR_SENSITIVE, judged_pairs, kept, nested_interaction, sign
 from ffnbench.claims.margins import margin_nats
 from ffnbench.claims.pairing import (
     Comparison,
@@ -194,8 +194,10 @@ def c8(obs: Observations) -> Evidence:
     ev.effect += f"; depth interaction = {fmt_interval(interaction)}" + (
         f" [{', '.join(checked.labels)}]" if checked.labels else "")
     ev.details.append(f"- depth interaction: [loss(relu) − loss(swish)] at {depths[-1]} layers minus at {depths[0]} "
-                      f"layers = {fmt_interval(interaction)} (n = {interaction.n}), in {where((shallow, deep))}; "
-                      f"{checked.summary()}")
+                      f"layers = {fmt_interval(interaction)} (n = {interaction.n}"
+                      + (f"; nested bootstrap over the four lr choices{kept(interaction)}"
+                         if interaction.method == "nested bootstrap" else "")
+                      + f"), in {where((shallow, deep))}; {checked.summary()}")
     ev.details += checked.lines
     return ev
 

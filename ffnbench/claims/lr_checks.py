@@ -136,7 +136,13 @@ def nested(c: Comparison, unit: Unit = NATS) -> Comparison | None:
     if paired is None:
         return None
     return dataclasses.replace(c, interval=(hull(paired, judged_only(c, unit)),
-                                            NESTED + ("" if unit is NATS else f", in {unit.name}")))
+                                            NESTED + ("" if unit is NATS else f", in {unit.name}") + kept(paired)))
+
+
+def kept(paired: Paired) -> str:
+    """How often the nested bootstrap's resamples chose the estimate's lrs again: with 3 tuning seeds the median's
+    resamples are few, and a low share says the lr choice moves the interval."""
+    return "" if paired.kept is None else f"; the chosen lrs re-chosen in {paired.kept:.0%} of resamples"
 
 
 def nested_interaction(first: Comparison, second: Comparison, judged: Paired) -> Paired | None:

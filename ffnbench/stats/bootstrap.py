@@ -165,11 +165,13 @@ def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: in
     rng = np.random.default_rng(seed)
     boot = np.empty(n_boot)
     unformed = 0  # replicates whose lrs have no contrast (a side's judged runs there diverged, or too few shared)
+    kept = 0  # replicates that chose the estimate's own lrs again
     for i in range(n_boot):
         drawn = [seeds_t[j] for j in rng.integers(0, len(seeds_t), len(seeds_t))] if seeds_t else []
         pick = tuple(_choose({lr: side.tuning[lr] for lr in side_lrs}, drawn) or side.chosen
                      for side, side_lrs in zip(sides, lrs))
         unformed += contrast(pick) is None
+        kept += pick == chosen
         shared, rows = contrast(pick) or contrast(chosen)
         picked = rows[rng.integers(0, len(shared), len(shared))]
         windows = rng.integers(0, rows.shape[1], rows.shape[1]) if rows.shape[1] > 1 else np.zeros(1, int)
@@ -182,7 +184,7 @@ def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: in
     low, high = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2], method="inverted_cdf")
     p = min(1.0, 2 * min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))))
     return Paired(len(shared), float(means.mean()), float(means.std(ddof=1)), float(low), float(high), p, shared,
-                  "nested bootstrap", se=float(boot.std(ddof=1)), boot=tuple(boot.tolist()))
+                  "nested bootstrap", se=float(boot.std(ddof=1)), boot=tuple(boot.tolist()), kept=kept / n_boot)
 
 
 def hull(nested: Paired, judged: Paired) -> Paired:
@@ -199,4 +201,5 @@ def hull(nested: Paired, judged: Paired) -> Paired:
     boot = np.where(boot <= nested.ci_low, boot - (nested.ci_low - low), boot)
     boot = np.where(boot >= nested.ci_high, boot + (high - nested.ci_high), boot)
     return Paired(nested.n, nested.mean, nested.std, low, high, max(nested.p_value or 0, judged.p_value or 0),
-                  nested.seeds, nested.method, se=nested.se, boot=tuple(np.sort(boot).tolist()), within=judged)
+                  nested.seeds, nested.method, se=nested.se, boot=tuple(np.sort(boot).tolist()), within=judged,
+                  kept=nested.kept)

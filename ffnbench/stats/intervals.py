@@ -129,6 +129,8 @@ class Paired:
     # the interval this one was widened to contain (stats.bootstrap.hull): a verdict's one-sided p-value is the
     # larger of the two distributions', so widening never makes a decision look stronger than either shows
     within: Paired | None = field(default=None, repr=False, compare=False)
+    # the nested bootstrap's share of resamples that chose the estimate's own lrs again (stats.bootstrap)
+    kept: float | None = field(default=None, repr=False, compare=False)
 
     @property
     def has_ci(self) -> bool:

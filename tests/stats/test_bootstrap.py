@@ -169,3 +169,12 @@ def test_a_widened_interval_never_gives_a_smaller_p_than_the_one_it_contains():
     assert (widened.ci_low, widened.ci_high) == (judged.ci_low, judged.ci_high)
     assert verdict_better(widened).p_value == pytest.approx(verdict_better(judged).p_value)  # the larger: judged's
     assert verdict_better(nested).p_value == pytest.approx(1 / 2001)  # no replicate at or below 0: at least 1/(B+1)
+
+
+def test_nested_contrast_says_how_often_its_resamples_kept_the_chosen_lrs():
+    from ffnbench.stats.bootstrap import nested_lr_contrast
+
+    a = _side(3.0, 3.5, {1.0: 3.0, 2.0: 3.2}, -1.0)
+    assert nested_lr_contrast([a, _side(3.1, 3.6, {1.0: 3.1, 2.0: 2.9}, 1.0)]).kept == 1.0
+    moving = nested_lr_contrast([a, _side(3.1, 3.6, {1.0: 3.1, 2.0: 2.9}, 1.0, tie=True)])
+    assert moving.kept == pytest.approx(20 / 27, abs=0.03)  # seed 100 drawn at most once of 3: (8 + 12) / 27
