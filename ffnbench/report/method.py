@@ -125,7 +125,7 @@ def method_section(results: list[ClaimResult], runs: list[Run]) -> list[str]:
              "a claim made of parts is their conjunction.",
              "- **Noise:** comparisons are paired by seed; 95% intervals are Student-t over seeds, or a bootstrap over "
              "seeds and validation windows where the runs recorded per-window losses (each comparison says which).",
-             f"- **Multiplicity:** {MULTIPLICITY}, over a claim's parts that carry a p-value.",
+             f"- **Multiplicity:** {MULTIPLICITY} (the parts that carry a p-value).",
              "- **lr tuning:** the lr with the lowest median final loss over tuning seeds that are never judged, a "
              "diverged seed counting as +∞; a grid whose choice sits at its edge is extended first.",
              instability_line(runs),
