@@ -9,7 +9,16 @@ import ffnbench.claims.robust as robust
 from ffnbench.claims.band import in_band
 from ffnbench.claims.claim import Evidence, Observations, min_n
 from ffnbench.claims.formatting import fmt_interval, fmt_mean_std
-from ffnbench.claims.lr_checks import LR_ROBUST, LR_SENSITIVE, judged_pairs, kept, nested_interaction, sign
+from ffnbench.claims.lr_checks import (
+    LR_ROBUST,
+    LR_SENSITIVE,
+    WITHHELD,
+    both_neighbours,
+    judged_pairs,
+    kept,
+    nested_interaction,
+    sign,
+)
 from ffnbench.claims.margins import margin_nats
 from ffnbench.claims.pairing import (
     Comparison,
@@ -175,12 +184,15 @@ def c8(obs: Observations) -> Evidence:
 
     cells = {factor: [(where(others[k]), _interaction(*others[k])[1], in_band(k.setting)) for k in keys]
              for factor, keys in robust.other_cells(rest, others).items()}
-    lr_pairs = _interaction_lr_pairs(shallow, deep, interaction)
+    side = robust.margin_side(margin_nats("C8", deep)) if v.verdict == CONTRADICTED else sign
+    lr_pairs = _interaction_lr_pairs(shallow, deep, interaction, side)
     checked = robust.cell_check(v, where((shallow, deep)), cells, inherent=("lr",) if lr_pairs else (),
                                 here_in_band=in_band(rest.setting))
-    if lr_pairs:  # the nested interval counted the lr choice: a pair of judged lrs that reverses it is a label
+    if lr_pairs:  # the nested interval counted the lr choice: a pair of judged lrs in another region is a label
         checked.labels.append(lr_pairs[0])
         checked.lines.append(lr_pairs[1])
+    elif both_neighbours(shallow) and both_neighbours(deep):  # neighbour runs, but no nested interval: say why
+        checked.unchecked = [f"lr ({WITHHELD})" if u.startswith("lr (") else u for u in checked.unchecked]
     if confounded:
         checked.labels.append(DEPTH_CONFOUNDED)
         checked.lines.append(f"  - {DEPTH_CONFOUNDED}: at equal tokens per parameter {depths[0]} layers trained "
@@ -202,24 +214,26 @@ def c8(obs: Observations) -> Evidence:
     return ev
 
 
-def _interaction_lr_pairs(shallow: Comparison, deep: Comparison, interaction: Paired) -> tuple[str, str] | None:
+def _interaction_lr_pairs(shallow: Comparison, deep: Comparison, interaction: Paired, side
+                          ) -> tuple[str, str] | None:
     """The interaction's lr check where its interval is the nested one (every side judged at its chosen lr's
     neighbours: lr_checks.nested_interaction): Δ(deep) − Δ(shallow) from the judged seeds' paired differences at
-    every pair of judged lrs of each depth (up to 9 × 9 combinations) keeps the interaction's sign (lr-robust) or
-    not (lr-sensitive: a label, as lr_checks.pairs_check gives one comparison; the interval already includes the lr
-    choice). The label and its line; None where the interval is the judged seeds' alone (lr unchecked)."""
+    every pair of judged lrs of each depth (up to 9 × 9 combinations) stays in the interaction's region of the
+    outcome table (`side`: its sign, or below +m where it is contradicted) (lr-robust) or not (lr-sensitive: a
+    label, as lr_checks.pairs_check gives one comparison; the interval already includes the lr choice). The label
+    and its line; None where the interval is the judged seeds' alone (lr unchecked)."""
     if interaction.method != "nested bootstrap" or interaction.mean is None:
         return None
     per_depth = [[d.mean for d in judged_pairs(c).values()] for c in (shallow, deep)]
     combos = [d - s for s in per_depth[0] for d in per_depth[1]]
     if not combos:
         return None
-    other = sum(sign(x) != sign(interaction.mean) for x in combos)
+    other = sum(side(x) != side(interaction.mean) for x in combos)
     label = LR_SENSITIVE if other else LR_ROBUST
     return label, (f"  - {label} across the judged lrs: Δ(deep) − Δ(shallow) at every pair of judged lrs at both "
                    f"depths ({len(combos)} combinations: {min(combos):+.3f} to {max(combos):+.3f}"
-                   + (f"; {other} of {len(combos)} with the other sign — a label: the nested interval already "
-                      "includes the lr choice)" if other else ")"))
+                   + (f"; {other} of {len(combos)} in another region of the outcome table — a label: the nested "
+                      "interval already includes the lr choice)" if other else ")"))
 
 
 def _interaction(shallow: Comparison, deep: Comparison) -> tuple[Paired, Verdict]:

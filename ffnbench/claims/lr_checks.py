@@ -23,6 +23,8 @@ LR_TUNING_ONLY = "lr checked on tuning seeds only"  # no neighbour runs: the sig
 PLATEAU_EDGE = "plateau-edge"
 REDUCED_GRID = "reduced grid"
 NOT_BRACKETED = "optimum not bracketed"
+WITHHELD = ("no nested interval: over 2.5% of its resamples choose an lr where a side has no judged contrast "
+            "(its judged runs diverged, or too few)")
 NESTED = "nested bootstrap: tuning seeds resampled and each lr chosen again among its judged lrs, then judged seeds"
 Side = Callable[[float], int]  # a difference (nats) → the side of the rule's threshold it falls on: −1, 0 or +1
 
@@ -217,9 +219,12 @@ def grid_shape(tuning: tuple) -> tuple[int, int]:
 
 
 def lr_and_grid(out, best: Comparison, side: Side) -> None:
-    """The lr check of a deciding comparison and its grid's labels, into `out` (a robust.Robustness)."""
-    both = both_neighbours(best)
+    """The lr check of a deciding comparison and its grid's labels, into `out` (a robust.Robustness): the pairs of
+    judged lrs label it where its nested interval counted the lr choice, else the tuning seeds check it."""
+    both = nested(best) is not None
     label, lines = pairs_check(best, side) if both else lr_check(best, side)
+    if both_neighbours(best) and not both:
+        out.lines.append(f"  - {WITHHELD}: the lr is checked on the tuning seeds")
     out.lines += lines
     if label is None:
         out.unrun("lr", "no tuned, fresh-seed comparison with shared-lr tuning runs")

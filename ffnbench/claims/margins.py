@@ -1,6 +1,7 @@
 """The pre-registered margins of practical relevance (DESIGN §9, docs/claims.md "the outcome table"): a paired
-difference whose 95% interval lies inside (−m, +m) is *equivalent within ±m*, which contradicts "A beats B" at this
-scale and supports "the biases can go" (C7, whose margin is in bits per byte: claims.bias).
+difference whose 95% interval's upper end lies below +m shows no gain as large as m, which contradicts "A beats B"
+at this scale (inside (−m, +m): *equivalent within ±m*), and one wholly below m supports "the biases can go" (C7,
+whose margin is in bits per byte: claims.bias).
 
 A margin is relative: half the smallest effect the literature publishes for the comparison, as a fraction of the
 loss (a relative loss difference reads the same in nats per token and in bits per byte, whatever the tokenizer),

@@ -36,8 +36,8 @@ SHARED_RULES = {
         "nested bootstrap that chooses each lr again on resampled tuning seeds, and b − a at each pair of judged lrs "
         "is shown (one in another region of the outcome table is labelled lr-sensitive, not a veto); none where over "
         "2.5% of resamples choose an lr without a judged contrast (diverged runs); without one, the tuning seeds' "
-        "paired differences at both chosen lrs must keep its region (its sign; below +m where it shows no gain as "
-        "large as m), else inconclusive (lr-dependent)"),
+        "paired differences at both chosen lrs must keep its region (below +m where it is contradicted, else its "
+        "sign), else inconclusive (lr-dependent)"),
     "the outcome table": (
         "for \"A beats B\" on Δ = loss(B) − loss(A) with the claim's margin m: a 95% CI whose upper end lies below "
         "+m contradicts it (no gain as large as m at this scale: equivalent within ±m where it lies inside (−m, +m), "
@@ -73,7 +73,8 @@ CLAIMS: tuple[Claim, ...] = (
               "(model.non_embedding_params, d_model solved per ratio); the fixed-d_model arm is described",
         rule=f"decided only at a fixed non-embedding budget, per activation, paired by seed: Δ₂ = loss(2×) − loss(4×) "
              f"and Δ₈ = loss(8×) − loss(4×), each by the outcome table ({margin('C1')}); supported if 4× beats both "
-             f"neighbours for every activation, contradicted if a neighbour beats 4× or ties it within the margin, "
+             f"neighbours for every activation, contradicted if against a neighbour 4× shows no gain as large as the "
+             f"margin, "
              f"inconclusive otherwise; decided in the series of each width at its tuned lr in the reference setting "
              f"(in the practice band, no qk-norm or z-loss) closest to the base setting, the shorter training first; "
              f"the other series are shown and checked against it; {_HOLM}; {_DIVERGED}; {_ROBUST}. The fixed-d_model "
@@ -203,8 +204,8 @@ CLAIMS: tuple[Claim, ...] = (
              "under the other init, at 4× the tokens and at a second size like a part read off one setting "
              f"({_ROBUST}; its lr counted once: where every side was judged at its chosen lr's neighbours, the "
              "interval is the nested bootstrap that chooses all four lrs again on resampled tuning seeds, and a pair "
-             "of judged lrs that reverses its sign is labelled lr-sensitive, not a veto; lr unchecked without "
-             f"neighbour runs); {_DIVERGED}; "
+             "of judged lrs in another region of the outcome table is labelled lr-sensitive, not a veto; lr "
+             f"unchecked without neighbour runs); {_DIVERGED}; "
              f"every part must hold, {_HOLM}",
         why="A smoother activation should help optimisation, and more so as depth makes optimisation harder.",
         evaluate=c8,

@@ -54,9 +54,7 @@ from ffnbench.claims.runs import INIT_FACTORS, init_name
 from ffnbench.stats.intervals import Paired
 from ffnbench.stats.verdicts import (
     CONTRADICTED,
-    EQUIVALENT,
     INCONCLUSIVE,
-    NO_GAIN,
     SUPPORTED,
     Verdict,
     verdict_beats,
@@ -119,11 +117,12 @@ class Robustness:
 
 
 def judge(c: Comparison, rule: Rule, side: Side, unit: Unit = NATS) -> Verdict:
-    """One comparison's verdict, as every check reads it: the rule on its nested interval where both sides have
-    neighbour runs (the lr choice counted inside it); else on the judged seeds, undecided where the tuning seeds'
-    shared-lr differences put the gap on the other side of the threshold (lr-dependent)."""
-    v = rule(nested(c, unit) or c)
-    if not both_neighbours(c) and v.verdict in DECIDED and lr_check(c, side)[0] == LR_DEPENDENT:
+    """One comparison's verdict, as every check reads it: the rule on its nested interval where it has one (both
+    sides judged at their neighbours: the lr choice counted inside it); else on the judged seeds, undecided where the
+    tuning seeds' shared-lr differences put the gap on the other side of the threshold (lr-dependent)."""
+    wide = nested(c, unit)
+    v = rule(wide or c)
+    if wide is None and v.verdict in DECIDED and lr_check(c, side)[0] == LR_DEPENDENT:
         return Verdict(INCONCLUSIVE, f"{LR_DEPENDENT} (would be {v.verdict})")
     return v
 
@@ -351,13 +350,17 @@ def verdict_rule(rule: Callable[[Paired], Verdict] = verdict_better, b_worse_sup
 
 
 def beats_side(claim: str, c: Comparison) -> Side:
-    """What the lr checks ask a difference to keep, from the outcome-table row the deciding comparison c reads: its
-    sign where c's interval lies above or below 0; where it lies below +m without lying below 0 (no gain as large as
-    m: equivalent within ±m, or below +m and reaching below −m), staying below +m, the sign of a difference there
-    being noise, not a reversal."""
+    """What the lr checks ask a difference to keep, from the outcome-table row the deciding comparison c reads:
+    where c is contradicted (its interval's upper end below +m: equivalent, below 0, or no gain as large as m),
+    staying below +m, whatever its sign; else its sign (supported: above 0)."""
     m = margin_nats(claim, c)
-    reason = beats_rule(claim)(nested(c) or c).reason
-    return (lambda d: int(d >= m)) if reason.startswith((EQUIVALENT, NO_GAIN)) else sign
+    return margin_side(m) if beats_rule(claim)(nested(c) or c).verdict == CONTRADICTED else sign
+
+
+def margin_side(m: float) -> Side:
+    """The side of +m a difference falls on: what a contradiction of "A beats B" (its interval's upper end below +m)
+    asks every other reading to keep."""
+    return lambda d: int(d >= m)
 
 
 def beats_sides(claim: str) -> SideOf:
@@ -367,5 +370,5 @@ def beats_sides(claim: str) -> SideOf:
 
 def beats_rule(claim: str) -> Rule:
     """"a beats b" for `claim`, with its pre-registered margin at each comparison (claims.margins): the outcome
-    table's four rows (stats.verdicts.verdict_beats)."""
+    table's rows (stats.verdicts.verdict_beats)."""
     return lambda c: c.verdict(lambda d: verdict_beats(d, margin_nats(claim, c)))

@@ -75,7 +75,7 @@ def hierarchical_bootstrap(diffs: Mapping[int, Sequence[float]], n_boot: int = 2
     t = one_sample(dict(zip(seeds, means.tolist())))
     if t.has_ci and t.ci_high - t.ci_low >= high - low:  # few seeds: the t interval is the honest (wider) one
         return Paired(n, mean, std, t.ci_low, t.ci_high, t.p_value, seeds, "bootstrap", se=t.se, df=t.df)
-    p = min(1.0, 2 * min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))))
+    p = min(1.0, 2 * max(min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))), 1 / (n_boot + 1)))  # as _p_beyond
     return Paired(n, mean, std, float(low), float(high), p, seeds, "bootstrap", se=float(boot.std(ddof=1)),
                   boot=tuple(boot.tolist()))
 
@@ -182,7 +182,7 @@ def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: in
     shared, rows = contrast(chosen)
     means = rows.mean(axis=1)
     low, high = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2], method="inverted_cdf")
-    p = min(1.0, 2 * min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))))
+    p = min(1.0, 2 * max(min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))), 1 / (n_boot + 1)))  # as _p_beyond
     return Paired(len(shared), float(means.mean()), float(means.std(ddof=1)), float(low), float(high), p, shared,
                   "nested bootstrap", se=float(boot.std(ddof=1)), boot=tuple(boot.tolist()), kept=kept / n_boot)
 

@@ -91,7 +91,7 @@ def verdict_better(result: Paired | Summary, margin: float = 0.0) -> Verdict:
 
 
 EQUIVALENT = "equivalent within ±"  # how an equivalence outcome's reason starts: "equivalent within ±0.01: ..."
-NO_GAIN = "no gain as large as "  # a CI below +m that reaches below −m: "no gain as large as 0.01: ..."
+NO_GAIN = "no gain as large as "  # a CI below +m that reaches −m or below, not below 0: "no gain as large as 0.01: ..."
 
 
 def verdict_beats(result: Paired | Summary, margin: float) -> Verdict:
@@ -105,16 +105,16 @@ def verdict_beats(result: Paired | Summary, margin: float) -> Verdict:
     if isinstance(ci, Verdict):
         return ci
     low, high = ci
-    if high < margin:
-        if low > -margin:  # two one-sided tests at the margin, each at the CI's level
-            p_eq = max(_p_beyond(result, -margin, True), _p_beyond(result, margin, False))
+    if high < margin:  # one decision, one test (Δ < m), whichever row its reason names: monotone under Holm too
+        p_below = _p_beyond(result, margin, False)
+        if low > -margin:
             return Verdict(CONTRADICTED, f"{EQUIVALENT}{margin:.3g}: 95% CI {_fmt_ci(low, high)} lies inside "
                                          f"(−{margin:.3g}, +{margin:.3g}): no gain larger than {margin:.3g} at this "
-                                         "scale", p_eq)
+                                         "scale", p_below)
         if high < 0:
-            return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies below 0", _p_beyond(result, 0.0, False))
+            return Verdict(CONTRADICTED, f"95% CI {_fmt_ci(low, high)} lies below 0", p_below)
         return Verdict(CONTRADICTED, f"{NO_GAIN}{margin:.3g}: 95% CI {_fmt_ci(low, high)} lies below +{margin:.3g}",
-                       _p_beyond(result, margin, False))
+                       p_below)
     p_up, p_down = _p_beyond(result, 0.0, True), _p_beyond(result, margin, False)
     if low > 0:
         small = f" (its lower end below the margin {margin:.3g}: a gain, its relevance not shown)" if low < margin \

@@ -336,3 +336,33 @@ def test_each_cell_reads_its_lr_check_by_its_own_outcome_row():
     _, details = c3(short + long)
     line = next(x for x in details.splitlines() if "tokens/param (" in x and ("early-training" in x or "length" in x))
     assert ": contradicted, against" in line, line
+
+
+def test_a_contradiction_below_zero_keeps_its_region_below_the_margin_on_the_tuning_seeds():
+    """swiglu 0.1 worse than gelu on the judged seeds: contradicted (the interval lies below 0). The tuning seeds put
+    swiglu 0.01 ahead at the chosen lr, inside C3's margin (0.03): still no gain as large as m, the same region of
+    the outcome table, so the contradiction stands (it read the sign, and undecided the stronger contradiction while
+    keeping a weaker one); 0.1 ahead there would be another region: lr-dependent."""
+    gelu = tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0,) * 3, 0.004: (3.1,) * 3})
+    judged = judged_at("gelu", 0.002, 3.000, near=False) + judged_at("swiglu", 0.002, 3.100, near=False)
+    near = tuning_at("swiglu", {0.001: (3.2,) * 3, 0.002: (2.99,) * 3, 0.004: (3.1,) * 3})
+    result, _ = c3(gelu + near + judged)
+    assert result.scoped.verdict == CONTRADICTED and "lies below 0" in result.scoped.reason, result.scoped
+    far = tuning_at("swiglu", {0.001: (3.2,) * 3, 0.002: (2.9,) * 3, 0.004: (3.1,) * 3})
+    result, _ = c3(gelu + far + judged)
+    assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped
+
+
+def test_a_withheld_nested_interval_leaves_the_lr_to_the_tuning_seeds_check():
+    """Both sides judged at their neighbours, but gelu's upper neighbour diverged on every judged seed, and tuning
+    seed 9 alone prefers it: 7 resamples in 27 choose an lr with no judged contrast, so there is no nested interval.
+    The lr is then checked on the tuning seeds (swiglu worse at the chosen lr there: lr-dependent), and the report
+    says why; before, the verdict read the judged seeds alone with no lr check at all."""
+    gelu = tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0, 3.0, 3.05), 0.004: (3.1, 3.1, 2.9)})
+    swiglu = tuning_at("swiglu", {0.001: (3.2,) * 3, 0.002: (3.1,) * 3, 0.004: (3.2,) * 3})
+    diverged = [{**r, "status": "diverged"} for r in judged_at("gelu", 0.004, 3.0)]
+    judged = (judged_at("gelu", 0.002, 3.05) + judged_at("gelu", 0.001, 3.2) + diverged
+              + judged_at("swiglu", 0.002, 2.95) + judged_at("swiglu", 0.001, 3.05) + judged_at("swiglu", 0.004, 3.0))
+    result, details = c3(gelu + swiglu + judged)
+    assert "no nested interval" in details and "interval with the lr choice" not in details, details
+    assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped

@@ -69,15 +69,23 @@ def test_beats_is_monotone_an_interval_further_below_never_reads_less_contradict
     order = {SUPPORTED: 2, INCONCLUSIVE: 1, CONTRADICTED: 0}
     base = [0.004, -0.002, 0.001]  # a 95% CI 0.015 wide: it fits inside ±m, and can straddle −m
     for shift in np.linspace(-0.1, 0.1, 81):
-        up = verdict_beats(summarize([v + shift + 0.0025 for v in base]), margin=0.01).verdict
-        down = verdict_beats(summarize([v + shift for v in base]), margin=0.01).verdict
-        assert order[down] <= order[up], (shift, down, up)
+        up = verdict_beats(summarize([v + shift + 0.0025 for v in base]), margin=0.01)
+        down = verdict_beats(summarize([v + shift for v in base]), margin=0.01)
+        assert order[down.verdict] <= order[up.verdict], (shift, down, up)
+        if down.verdict == up.verdict == CONTRADICTED:  # and no weaker for it after a multiplicity correction
+            assert down.p_value <= up.p_value, (shift, down, up)
 
 
-def test_beats_equivalence_carries_the_larger_of_the_two_one_sided_tests():
-    values = [0.004, 0.006, 0.005]
-    p = max(ttest(values, -0.01, "greater"), ttest(values, 0.01, "less"))
-    assert verdict_beats(summarize(values), margin=0.01).p_value == pytest.approx(p, rel=1e-9)
+@pytest.mark.parametrize("values", [[0.004, 0.006, 0.005], [-0.015, -0.005, -0.010], [-0.05, -0.06, -0.055]])
+def test_every_contradiction_of_beats_carries_the_one_test_it_made_against_the_margin(values):
+    """Inside ±m, no gain as large as m, below 0: one decision (the upper end below +m), so one p: the one-sided test
+    of Δ < m. (The equivalence row carried the larger of two tests and the below-0 row the test against 0: both
+    larger, so after Holm an interval further below could read less contradicted.)"""
+    for result in (summarize(values), one_sample(dict(enumerate(values)))):
+        verdict = verdict_beats(result, margin=0.01)
+        assert verdict.verdict == CONTRADICTED
+        assert verdict.p_value == pytest.approx(ttest(values, 0.01, "less"), rel=1e-9)
+        assert 2 * verdict.p_value < 0.05
 
 
 WIN, LOSS, TIE = [0.10, 0.12, 0.11, 0.09], [-0.10, -0.12, -0.11, -0.09], [0.01, -0.02, 0.005]
