@@ -253,6 +253,8 @@ def check(best: Comparison, comps: list[Comparison], rule: Rule, what: str, side
     longer = next(iter(_partners(comps, best, "length")), None)
     if longer is None or longer.diff.mean is None or best.diff.mean is None:
         out.unrun("length", f"no runs at {LONGER}× the tokens")
+    elif longer.n < 2:  # a campaign's arm under way: one seed has no interval to agree or disagree with
+        out.unrun("length", f"one seed at {LONGER}× the tokens so far, no interval")
     else:
         out.checked.append("training length")
         tpp = best.key.factor("trainer.tokens_per_param")

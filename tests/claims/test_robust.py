@@ -120,6 +120,11 @@ def test_an_effect_that_shrinks_by_half_at_four_times_the_tokens_is_early_traini
     flipped = arm("gelu", GELU, 2.90, long) + arm("swiglu", RELU, 2.95, long)  # gelu better at 4×
     result, _ = c3(base + flipped)
     assert result.verdict.verdict == INCONCLUSIVE and "inconclusive (early-training)" in result.verdict.reason
+    # one judged seed at 4× so far (an arm under way): no interval to compare, so length is unchecked, not early
+    one_seed = [r for r in flipped if r["config"].get("tuning") or r["seed"] == 0]
+    result, details = c3(base + one_seed)
+    assert "early-training" not in result.verdict.reason and "length" in result.unchecked, result.verdict
+    assert "one seed at 4× the tokens so far" in details
 
 
 def test_c7s_lr_check_asks_which_side_of_the_margin_a_cost_falls_on_not_its_sign():
