@@ -17,7 +17,6 @@ from ffnbench.claims.lr_checks import (
     judged_pairs,
     kept,
     nested_interaction,
-    sign,
 )
 from ffnbench.claims.margins import margin_nats
 from ffnbench.claims.pairing import (
@@ -184,7 +183,7 @@ def c8(obs: Observations) -> Evidence:
 
     cells = {factor: [(where(others[k]), _interaction(*others[k])[1], in_band(k.setting)) for k in keys]
              for factor, keys in robust.other_cells(rest, others).items()}
-    side = robust.margin_side(margin_nats("C8", deep)) if v.verdict == CONTRADICTED else sign
+    side = robust.beats_region(v, margin_nats("C8", deep))
     lr_pairs = _interaction_lr_pairs(shallow, deep, interaction, side)
     checked = robust.cell_check(v, where((shallow, deep)), cells, inherent=("lr",) if lr_pairs else (),
                                 here_in_band=in_band(rest.setting))

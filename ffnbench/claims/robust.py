@@ -355,14 +355,13 @@ def beats_side(claim: str, c: Comparison) -> Side:
     """What the lr checks ask a difference to keep, from the outcome-table row the deciding comparison c reads:
     where c is contradicted (its interval's upper end below +m: equivalent, below 0, or no gain as large as m),
     staying below +m, whatever its sign; else its sign (supported: above 0)."""
-    m = margin_nats(claim, c)
-    return margin_side(m) if beats_rule(claim)(nested(c) or c).verdict == CONTRADICTED else sign
+    return beats_region(beats_rule(claim)(nested(c) or c), margin_nats(claim, c))
 
 
-def margin_side(m: float) -> Side:
-    """The side of +m a difference falls on: what a contradiction of "A beats B" (its interval's upper end below +m)
-    asks every other reading to keep."""
-    return lambda d: int(d >= m)
+def beats_region(verdict: Verdict, m: float) -> Side:
+    """The region of the outcome table a reading of "A beats B" (`verdict`, margin m) asks every other reading to
+    keep: below +m where it is contradicted (its interval's upper end below +m), else the side of 0."""
+    return (lambda d: int(d >= m)) if verdict.verdict == CONTRADICTED else sign
 
 
 def beats_sides(claim: str) -> SideOf:

@@ -75,9 +75,15 @@ def hierarchical_bootstrap(diffs: Mapping[int, Sequence[float]], n_boot: int = 2
     t = one_sample(dict(zip(seeds, means.tolist())))
     if t.has_ci and t.ci_high - t.ci_low >= high - low:  # few seeds: the t interval is the honest (wider) one
         return Paired(n, mean, std, t.ci_low, t.ci_high, t.p_value, seeds, "bootstrap", se=t.se, df=t.df)
-    p = min(1.0, 2 * max(min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))), 1 / (n_boot + 1)))  # as _p_beyond
+    p = _two_sided_p(boot)
     return Paired(n, mean, std, float(low), float(high), p, seeds, "bootstrap", se=float(boot.std(ddof=1)),
                   boot=tuple(boot.tolist()))
+
+
+def _two_sided_p(boot: np.ndarray) -> float:
+    """Twice the smaller tail share of the replicates at 0, each tail at least 1/(B + 1) (as a verdict's one-sided p:
+    stats.verdicts._p_beyond): no replicate beyond 0 says p < 2/B, not 0."""
+    return min(1.0, 2 * max(min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))), 1 / (len(boot) + 1)))
 
 
 def _crossed_means(rng: np.random.Generator, windows: np.ndarray, pick: np.ndarray) -> np.ndarray:
@@ -182,7 +188,7 @@ def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: in
     shared, rows = contrast(chosen)
     means = rows.mean(axis=1)
     low, high = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2], method="inverted_cdf")
-    p = min(1.0, 2 * max(min(float(np.mean(boot <= 0)), float(np.mean(boot >= 0))), 1 / (n_boot + 1)))  # as _p_beyond
+    p = _two_sided_p(boot)
     return Paired(len(shared), float(means.mean()), float(means.std(ddof=1)), float(low), float(high), p, shared,
                   "nested bootstrap", se=float(boot.std(ddof=1)), boot=tuple(boot.tolist()), kept=kept / n_boot)
 
