@@ -22,19 +22,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from ffnbench.cli import user_errors_exit
 from ffnbench.config.compose import CONF_DIR, MULTIRUN_FLAGS, check_overrides
+from ffnbench.ddp import cluster_environment, ddp_scope, global_rank, patch_ddp_child_command
 from ffnbench.errors import FFNBenchError
 from ffnbench.fileio import DiskFull, free_bytes, full_folder, no_space, size_text, write_json_atomic
 from ffnbench.model.accounting import count_flops, count_params
 from ffnbench.model.ffn import size_ffn
 from ffnbench.model.model import ModelConfig
-from ffnbench.placement import (
-    claim_devices,
-    cluster_environment,
-    ddp_scope,
-    global_rank,
-    patch_ddp_child_command,
-    share_cpu_threads,
-)
+from ffnbench.placement import claim_devices, share_cpu_threads
 from ffnbench.runcheck import Run, check_run
 from ffnbench.runs.result import RESULT_FILE, RunResult
 from ffnbench.runs.rundir import (

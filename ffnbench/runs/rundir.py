@@ -155,7 +155,7 @@ class Holder:
     pid: int | None = None
     started: str = "?"
     slurm_job: str | None = None
-    launch: str | None = None  # the DDP launch its ranks share (placement.launch_id), None outside one
+    launch: str | None = None  # the DDP launch its ranks share (launch_id below), None outside one
 
     def __str__(self) -> str:
         job = f", SLURM job {self.slurm_job}" if self.slurm_job else ""

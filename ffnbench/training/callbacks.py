@@ -22,7 +22,7 @@ from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.profilers import PassThroughProfiler
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from ffnbench.placement import global_rank
+from ffnbench.ddp import global_rank
 from ffnbench.training.readout import Readout, defers
 
 
