@@ -235,7 +235,7 @@ def final_validation_note(final_tokens: int, trained_tokens: int) -> str:
 
 
 def warmup_note(warmup_steps: int, total_steps: int) -> str | None:
-    """One line when the warmup is not shorter than the run: the schedule cuts it to the run (module.build_optimizer),
+    """One line when the warmup is not shorter than the run: the schedule cuts it to the run (optim.build_optimizer),
     so the lr reaches optim.lr only at the end, and nothing after warmup is judged (runs.instability). None
     otherwise."""
     if warmup_steps < total_steps:

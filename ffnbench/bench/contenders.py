@@ -257,7 +257,7 @@ def alternate(session: BenchSession, overrides: list[str], warmup: int, window: 
 class HandLoop:
     """The minimal PyTorch training loop the pipeline is measured against: the same GPT, the same batches (the
     data module's windows), the same optimizer step (step.train_step, which LMModule calls too), the same AdamW and
-    schedule (module.build_optimizer), the same gradient clipping,
+    schedule (training.optim.build_optimizer), the same gradient clipping,
     autocast (bf16, or fp16 with a gradient scaler before Ampere) and compiled blocks on a GPU as the pipeline has
     there, and the loss read once per logging window, as any loop that prints its loss does. Nothing else: no
     hooks, no logging, no checkpoints.
@@ -276,7 +276,7 @@ class HandLoop:
         from ffnbench.config.schema import model_config
         from ffnbench.data.tokenizer import vocab_size_for
         from ffnbench.model.model import GPT, compile_blocks
-        from ffnbench.training.module import build_optimizer
+        from ffnbench.training.optim import build_optimizer
 
         self.session, self.device = session, session.device
         self.mcfg = mcfg or model_config(cfg, vocab_size_for(cfg.data))

@@ -75,7 +75,7 @@ def measure(session: BenchSession) -> dict[str, Any]:
                 "steps": {m: s.steps[m] for m in models}, "gpu_sized_ms": list(GPU_SIZED_MS),
                 "gpu_sized_candidates_ms": measured, "device": str(session.device), "compile": session.gpu,
                 "precision": session.precision,
-                "hand_loop": "GPT + module.build_optimizer (same AdamW, schedule) + clip_grad_norm_ + the same "
+                "hand_loop": "GPT + optim.build_optimizer (same AdamW, schedule) + clip_grad_norm_ + the same "
                              "data windows and compilation; loss.item() once per log_every steps",
                 "excluded": "validation and checkpoints (outside the timed windows), process and Trainer start-up"}
     return {"settings": settings, "load": load, "rows": rows, "profile": prof, "lightning_floor": floor,
