@@ -9,7 +9,8 @@ prints the outcome, and writes the report. Planning imports neither Lightning no
 
 Modules:
     planning.py   every run of a sweep and what will happen to it (tuned lrs, bracketing), one per resolved config,
-                  each job's settings checked, and the checks that refuse a plan before any work
+                  and the checks that refuse a plan before any work
+    jobs.py       the sweep's jobs composed as Hydra's multirun composes them, each one's settings checked once
     keys.py       config.identity's key for thousands of configs (the plan's runs and tuning groups)
     validation.py train's own checks (train.check_run) on each distinct config, before a sweep launches anything
     launchers.py  the Hydra launchers: their overrides, whether the runs train on a CPU, submitit's local GPUs

@@ -1,6 +1,6 @@
 """Every run of a sweep, its directory, and what rerunning it would do (skip, resume, start, wait for its
-tuning runs, ...), composed exactly as Hydra's multirun composes it; and the checks that refuse a plan that
-would waste or lose work, before any run starts. Imports neither Lightning nor the training code."""
+tuning runs, ...), from its jobs as jobs.py composes them; and the checks that refuse a plan that would waste or
+lose work, before any run starts. Imports neither Lightning nor the training code."""
 
 from __future__ import annotations
 
@@ -10,21 +10,15 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ffnbench.claims.lr_protocol import check_protocols, lr_protocol, neighbour_lrs
+from ffnbench.claims.lr_protocol import lr_protocol, neighbour_lrs
 from ffnbench.config.compose import CONF_DIR, compose
-from ffnbench.config.identity import HARDWARE_KEYS, with_hardware
 from ffnbench.config.jobs import resolve_jobs
-from ffnbench.config.schema import RunSpec, run_spec
-from ffnbench.data.batches import check_windows
-from ffnbench.data.config import data_config
-from ffnbench.data.tokenizer import vocab_size_for
 from ffnbench.errors import ConfigError, RunDirError
 from ffnbench.model.model import ModelConfig
-from ffnbench.placement import planned_device_setup
 from ffnbench.runs.result import RESULT_FILE
 from ffnbench.runs.rundir import RUN_CONFIG_FILE, lock_holder, plan_run
 from ffnbench.sweep.arms import Arm, arm_grids
-from ffnbench.sweep.keys import config_key
+from ffnbench.sweep.jobs import ComposedJob, compose_jobs
 from ffnbench.sweep.launchers import check_local_gpus, launcher_overrides, trains_on_cpu
 from ffnbench.sweep.progress import planned_flops
 from ffnbench.sweep.tuning import (
@@ -41,7 +35,6 @@ from ffnbench.sweep.tuning import (
 from hydra_plugins.ffnbench_sweeper.grid_sweeper import grid_jobs
 
 MAX_CPU_RUNS = 30  # more runs than this on a CPU needs CONFIRM=1: hours of work deserve a second look
-CHECK_LR = 1e-3  # the lr a judged job's settings are checked and priced at while its tuning runs choose its own
 
 
 def experiments() -> list[str]:
@@ -81,32 +74,6 @@ class PlannedRun:
     config: dict | None = field(default=None, repr=False, compare=False)  # its resolved config (with its hardware)
     identity: frozenset | None = field(default=None, repr=False, compare=False)  # sweep.keys.config_key(config)
     duplicates: tuple[str, ...] = ()  # jobs of the same resolved config, planned as this run instead (their names)
-
-
-@dataclass(frozen=True)
-class ComposedJob:
-    """One job of the sweep, composed as Hydra's multirun composes it, its settings read and checked once.
-
-    Attributes:
-        job: its overrides.
-        run_dir: its run directory.
-        config: its resolved config, with the device and precision the run will resolve to where they can be known
-            here (config.identity.with_hardware): what its run directory's record is matched against.
-        undecided: the hardware keys (config.identity.HARDWARE_KEYS) only the node it starts on can decide.
-        spec: its settings (config.schema.run_spec); a job whose lr its tuning runs choose is read at CHECK_LR.
-        grid: the index of the preset's grid that names it (None for a sweep without grids).
-        identity: what makes it the run it is (config.identity.identity_key of `config`).
-        duplicates: the names of jobs dropped as the same run.
-    """
-
-    job: list[str]
-    run_dir: Path
-    config: dict
-    undecided: list[str]
-    spec: RunSpec
-    grid: int | None
-    identity: frozenset
-    duplicates: tuple[str, ...] = ()
 
 
 def _is_sweep(override: str) -> bool:
@@ -156,7 +123,7 @@ def plan(experiment: str, launcher: str | None, args: list[str],
     jobs = [(index[g] if grids else None, job)
             for g, job in grid_jobs(params, grids, [f"experiment={experiment}", *args])]
     here = launcher != "submitit_slurm"  # where the runs resolve their device and precision: here, or a SLURM node
-    composed = _dedupe(_compose_jobs(jobs, launcher_args, here, composed_cache))
+    composed = _dedupe(compose_jobs(jobs, launcher_args, here, composed_cache))
     tuning_runs = TuningRuns(TuningRun(c.config, c.run_dir) for c in composed if is_tuning(c.config))
     check_tuning([(c.config, c.run_dir.name) for c in composed if not is_tuning(c.config)], tuning_runs)
     extended = _bracket(composed, tuning_runs, launcher_args, here, composed_cache)
@@ -185,7 +152,7 @@ def plan(experiment: str, launcher: str | None, args: list[str],
             for lr in lrs:  # the chosen lr first: the run at it keeps its place (and its name) in the plan
                 resolved[len(runs)] = (with_lr(c.job, lr), c)
                 runs.append(None)
-    tuned_jobs = _compose_jobs([(c.grid, job) for job, c in resolved.values()], launcher_args, here, composed_cache)
+    tuned_jobs = compose_jobs([(c.grid, job) for job, c in resolved.values()], launcher_args, here, composed_cache)
     for (i, (_, origin)), c in zip(resolved.items(), tuned_jobs):
         group = tuning_group(origin.config, tuning_runs)
         runs[i] = dataclasses.replace(_classify(c, group=group[0].key if group else None), tuned=True,
@@ -215,7 +182,7 @@ def _judged_before(judged: list[ComposedJob], tuning_runs: TuningRuns, asked: di
         candidates += [(c, with_lr(c.job, lr)) for lr in sorted(lrs - asked.get(c.run_dir, set()))]
     named = resolve_jobs([[*job, *launcher_args] for _, job in candidates], cache)
     found = [(c, job) for (c, job), r in zip(candidates, named) if r.run_dir.name in existing]
-    composed = _compose_jobs([(c.grid, job) for c, job in found], launcher_args, here, cache)
+    composed = compose_jobs([(c.grid, job) for c, job in found], launcher_args, here, cache)
     out = []
     for (origin, _), c in zip(found, composed):
         group = tuning_group(origin.config, tuning_runs)
@@ -293,55 +260,11 @@ def _bracket(composed: list[ComposedJob], tuning_runs: list[TuningRun], launcher
             return added
         for key, grid, extra in new_jobs:
             steps[key] = steps.get(key, 0) + 1
-            for c in _compose_jobs([(grid, job) for job in extra], launcher_args, here, cache):
+            for c in compose_jobs([(grid, job) for job in extra], launcher_args, here, cache):
                 jobs[c.run_dir] = c.job
                 grid_of[c.run_dir] = grid
                 tuning_runs.append(TuningRun(c.config, c.run_dir))
                 added.append(c)
-
-
-def _compose_jobs(jobs: list[tuple[int | None, list[str]]], launcher_args: list[str], here: bool,
-                  cache: dict | None = None) -> list[ComposedJob]:
-    """Each job composed as Hydra's multirun composes it (config.jobs), its settings read and checked once, with the
-    device and precision the run will resolve (`here`: on this machine; else on a node, so the keys only it can
-    decide are left undecided). A job whose settings its run would refuse is a ConfigError naming it (the first such
-    job, and how many share its problem)."""
-    out = []
-    refused: list[tuple[str, str]] = []
-    resolved = resolve_jobs([[*job, *launcher_args] for _, job in jobs], cache)
-    for (grid, job), r in zip(jobs, resolved):
-        config = r.config
-        try:
-            check_protocols(config)
-            spec = _check_settings(config)
-        except ConfigError as e:
-            refused.append((r.run_dir.name, str(e)))
-            continue
-        hardware = planned_device_setup(spec.trainer, here)
-        undecided = [key for key, value in zip(HARDWARE_KEYS, hardware) if value is None]
-        config = with_hardware(config, *hardware)
-        out.append(ComposedJob(job, r.run_dir, config, undecided, spec, grid, config_key(config)))
-    if refused:
-        name, error = refused[0]
-        same = sum(e == error for _, e in refused) - 1
-        others = len(refused) - 1 - same
-        more = (f" (and {same} more job{'s' * (same != 1)} of this sweep)" if same else "") + \
-            (f"; {others} other job{'s' * (others != 1)} refused for other settings" if others else "")
-        raise ConfigError(f"job {name} would be refused when it starts{more}: {error}")
-    return out
-
-
-def _check_settings(config: dict) -> RunSpec:
-    """The checks a run makes of its settings from the config alone (ffnbench.train.check_run's, less those that
-    need Lightning or the machine a run starts on: the sweep CLI runs check_run itself before it launches): its
-    settings (config.schema.run_spec), its data settings (data.config) and the batch's split into windows. A job
-    whose lr its tuning runs choose is checked at CHECK_LR."""
-    checked = config
-    if is_tuned(config):
-        checked = {**config, "optim": {**config["optim"], "lr": CHECK_LR}}
-    spec = run_spec(checked, vocab_size_for(config["data"]))
-    check_windows(data_config(config["data"]), spec.model.seq_len)
-    return spec
 
 
 def _work(c: ComposedJob) -> Work:

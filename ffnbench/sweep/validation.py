@@ -1,7 +1,7 @@
 """Every job of a sweep checked as `ffnbench.train` checks its run (train.check_run: settings, device, data
 settings, batch split, logger), before any job starts: a job its run would refuse stops the sweep with one line
 naming the job and the fix, exit 2, nothing written and nothing launched. The planner has checked what needs
-neither Lightning nor the machine (planning._check_settings, the dry run's checks); this adds the rest, once per
+neither Lightning nor the machine (jobs.check_settings, the dry run's checks); this adds the rest, once per
 distinct config (its seed, lr and tuning role, which the planner checked for every job, aside)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ffnbench.errors import ConfigError
+from ffnbench.sweep.jobs import CHECK_LR
 from ffnbench.sweep.keys import config_key
-from ffnbench.sweep.planning import CHECK_LR, PlannedRun
+from ffnbench.sweep.planning import PlannedRun
 from ffnbench.sweep.tuning import TUNING_FREE_KEYS, is_tuned
 
 LAUNCHED = ("start", "resume", "wait")  # the runs a sweep will launch (now, or after the lr-tuning stage)

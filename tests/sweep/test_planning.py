@@ -17,6 +17,7 @@ from ffnbench.data.tokenizer import vocab_size_for
 from ffnbench.errors import ConfigError
 from ffnbench.runs.result import RESULT_FILE
 from ffnbench.sweep import planning
+from ffnbench.sweep.keys import config_key
 from ffnbench.sweep.progress import planned_flops
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,7 +80,7 @@ def test_a_job_its_run_would_refuse_stops_the_plan_naming_the_job(tmp_path, bad,
 
 
 def test_a_judged_job_is_checked_before_its_lr_is_chosen(tmp_path):
-    """A judged job's lr is its tuning runs' to choose; its other settings are checked now (at planning.CHECK_LR)."""
+    """A judged job's lr is its tuning runs' to choose; its other settings are checked now (at jobs.CHECK_LR)."""
     grid = ("{ffn: gelu, optim.lr: '0.000125,0.000177,0.00025,0.000354,0.0005', seed: '100,101', tuning: true}")
     args = [*micro_args(tmp_path), "hydra.sweeper.params=null", "lr_protocol.robust=true", "lr_protocol.min_lrs=5",
             "lr_protocol.min_seeds=2", f"hydra.sweeper.grids=[{grid}, {{ffn: gelu, optim.lr: tuned, seed: 0, "
@@ -273,7 +274,7 @@ def test_two_jobs_of_one_resolved_config_are_planned_once_under_the_first_name(t
     assert second not in {r.run_dir.name for r in runs}
     identities = [identity_key(r.config) for r in runs]
     assert len(set(identities)) == len(runs)  # no run planned twice
-    assert [planning.config_key(r.config) for r in runs] == identities  # the planner's fast key is identity_key
+    assert [config_key(r.config) for r in runs] == identities  # the planner's fast key is identity_key
 
 
 def test_of_two_names_of_one_config_the_one_whose_folder_holds_a_record_is_kept(tmp_path):
