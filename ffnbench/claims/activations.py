@@ -51,6 +51,7 @@ def comparison_claim(obs: Observations, a: str, b: str, what: str, claim: str) -
     ev.add_unchecked(checked.missing)
     ev.effect = f"{what} = {fmt_interval(checked.deciding.diff)}" + (f" [{', '.join(checked.labels)}]"
                                                                       if checked.labels else "")
+    ev.note(what, checked.deciding.diff, checked.labels)
     ev.n = best.n
     ev.details = [line for c in comps for line in c.evidence(what, c is best)]
     ev.details += [f"- {checked.summary()} (deciding comparison, {best.where})", *checked.lines]
@@ -151,6 +152,7 @@ def c8(obs: Observations) -> Evidence:
         deciding.append(best)
         ev.effect += (f"{'; ' if ev.effect else f'{what}: '}{depth} layers {fmt_interval(checked.deciding.diff)}"
                       + (f" [{', '.join(checked.labels)}]" if checked.labels else ""))
+        ev.note(f"{depth} layers", checked.deciding.diff, checked.labels)
     ev.details = [line for c in comps for line in c.evidence(what, any(c is d for d in deciding))] + robustness
     if len(depths) < 2:
         ev.parts.append(("more so in deeper networks",
@@ -204,6 +206,7 @@ def c8(obs: Observations) -> Evidence:
     ev.n = min_n(ev.n, interaction.n)
     ev.effect += f"; depth interaction = {fmt_interval(interaction)}" + (
         f" [{', '.join(checked.labels)}]" if checked.labels else "")
+    ev.note("depth interaction", interaction, checked.labels)
     ev.details.append(f"- depth interaction: [loss(relu) − loss(swish)] at {depths[-1]} layers minus at {depths[0]} "
                       f"layers = {fmt_interval(interaction)} (n = {interaction.n}"
                       + (f"; nested bootstrap over the four lr choices{kept(interaction)}"
@@ -310,6 +313,7 @@ def c13(obs: Observations) -> Evidence:
             ev.where = ev.where or part.where
             ev.n = min_n(ev.n, part.n)
             ev.effect += f"{'; ' if ev.effect else ''}{part.effect}"
+            ev.merge(part)
     err = linear_collapse_error()
     # the bound, not the digits: float64 rounding differs by CPU and BLAS (1.2e-15 on one machine, 1.5e-15 on another)
     shown = "0" if err == 0 else f"< 1e{math.ceil(math.log10(err)):d}"

@@ -84,6 +84,7 @@ def c7(obs: Observations) -> Evidence:
         ev.effect += (f"{'; ' if ev.effect else ''}{act}: bpb(no bias) − bpb(bias) = "
                       f"{fmt_interval(cost, unit='bpb')} ({noise})"
                       + (f" [{', '.join(checked.labels)}]" if checked.labels else ""))
+        ev.note("bpb(no bias) − bpb(bias)", cost, checked.labels)
         ev.details += [f"- {act}: {checked.summary()} (deciding comparison, {best.where})", *checked.lines]
         for c in mine:
             ev.details += c.evidence(f"{act}: loss(no bias) − loss(bias)", c is best)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ffnbench.claims.band import centre_distance
 from ffnbench.claims.runs import Run, Setting, is_reference
+from ffnbench.stats.intervals import Paired, Summary
 from ffnbench.stats.multiplicity import combine, holm
 from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, ONE_SEED, Verdict
 
@@ -61,6 +62,17 @@ class Observations:
                                         dict(s).get("trainer.tokens_per_param") or 0, str(s))) if pool else None
 
 
+@dataclass(frozen=True)
+class Headline:
+    """The effect a claim's row shows (report.rows): the first interval its effect text gives, the difference's short
+    name ('loss(relu) − loss(gelu)', '2 layers', '' where the claim's section must name it), and whether it is a signed
+    difference (a fraction is not)."""
+
+    name: str
+    value: Paired | Summary
+    signed: bool = True
+
+
 @dataclass
 class Evidence:
     """What a claim's rule found: its parts (a conjunction), the headline effect, the seeds behind it
@@ -78,6 +90,19 @@ class Evidence:
     # a part's own unchecked factors (parts read in one cell: C5, C6): they undecide the claim unless another part
     # decides it without them (a contradicted part whose factors all ran, or one that needs none: at init)
     part_missing: dict[str, list[str]] = field(default_factory=dict)
+    headline: Headline | None = None  # the effect the Claims table shows: the first one noted
+    labels: list[str] = field(default_factory=list)  # the deciding comparisons' robustness labels, in effect order
+
+    def note(self, name: str, value: Paired | Summary, labels: Iterable[str] = (), signed: bool = True) -> None:
+        """An interval the effect text gives, with the labels printed beside it: the first one noted is the
+        claim's headline."""
+        self.headline = self.headline or Headline(name, value, signed)
+        self.labels += [x for x in labels if x not in self.labels]
+
+    def merge(self, other: Evidence) -> None:
+        """Another Evidence's headline and labels, after this one's (a claim made of comparison claims: C13)."""
+        self.headline = self.headline or other.headline
+        self.labels += [x for x in other.labels if x not in self.labels]
 
     def add_unchecked(self, factors) -> None:
         self.unchecked += [f for f in factors if f not in self.unchecked]
@@ -150,6 +175,8 @@ class ClaimResult:
     scoped: Verdict | None = None
     unchecked: tuple[str, ...] = ()
     where: Setting | None = None  # Evidence.where
+    headline: Headline | None = None  # Evidence.headline
+    labels: tuple[str, ...] = ()  # Evidence.labels
 
 
 UNCHECKED_ORDER = ("lr", "init", "length")
@@ -183,7 +210,7 @@ def evaluate_claim(claim: Claim, obs: Observations) -> ClaimResult:
     if claim.kind == "trained":
         verdict = unchecked_verdict(verdict, unchecked)
     return ClaimResult(claim, verdict, ev.effect, ev.n, ev.details, tuple(holm(ev.parts)), scoped, tuple(unchecked),
-                       ev.where)
+                       ev.where, ev.headline, tuple(ev.labels))
 
 
 def min_n(*ns: int | None) -> int | None:

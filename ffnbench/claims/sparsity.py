@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ffnbench.claims.band import in_band, outside
-from ffnbench.claims.claim import Evidence, Observations, min_n
+from ffnbench.claims.claim import Evidence, Headline, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.lr_protocol import best_lr, chosen_lrs, tuning_key
 from ffnbench.claims.pairing import PairKey, matched_key, textbook_rank
@@ -193,6 +193,7 @@ def c5(obs: Observations) -> Evidence:
         checks.append((f"gelu after training, {init} init", checked))
         gelu_max.append(f"{init} init {max(values.values()):.3g}" if values else f"{init} init n/a")
     ev.n = min_n(*(len(v) or None for v in (init_relu, final_relu)))
+    ev.note("relu at init", init_s, signed=False)
     ev.effect = (f"relu zero fraction at init {fmt_interval(init_s, unit='', signed=False)}; after training "
                  f"{fmt_interval(final_s, unit='', signed=False)}; largest gelu zero fraction after training: "
                  f"{'; '.join(gelu_max) or 'n/a'}")
@@ -262,7 +263,7 @@ def c6(obs: Observations) -> Evidence:
                                      -len({r.lr for r in groups[k]}), repr(k)))
     ev.details = _sparsity_table(obs, key)
     label = "dead relu units at large lrs"
-    v, ev.n, ev.effect, table = large_lr_dead(groups[key])
+    v, ev.n, ev.effect, table, ev.headline = large_lr_dead(groups[key])
     ev.where = key.setting
     ev.details += table
     if v.verdict == INCONCLUSIVE:  # nothing to check: undecided where it ran
@@ -277,13 +278,13 @@ def c6(obs: Observations) -> Evidence:
     return ev
 
 
-def large_lr_dead(runs: list[Run]) -> tuple[Verdict, int, str, list[str]]:
-    """C6's rule over one setting's relu runs (tuning and judged): its verdict, the seeds behind it, the effect, and
-    the table of every lr's dead fraction."""
+def large_lr_dead(runs: list[Run]) -> tuple[Verdict, int, str, list[str], Headline | None]:
+    """C6's rule over one setting's relu runs (tuning and judged): its verdict, the seeds behind it, the effect, the
+    table of every lr's dead fraction, and the headline (the effect's first lr)."""
     lrs = sorted({r.lr for r in runs})
     n = len({r.seed for r in runs})
     if len(lrs) < 2:
-        return Verdict(INCONCLUSIVE, "needs ≥ 2 learning rates: run `make sweep EXP=sparsity`"), n, "", []
+        return Verdict(INCONCLUSIVE, "needs ≥ 2 learning rates: run `make sweep EXP=sparsity`"), n, "", [], None
     tuning = [r for r in runs if r.role == "tuning"]
     try:
         tuned = best_lr(tuning) if tuning else best_lr(runs)
@@ -309,11 +310,12 @@ def large_lr_dead(runs: list[Run]) -> tuple[Verdict, int, str, list[str]]:
                      f"| {why} | {v.verdict + ': ' + v.reason if v else '–'} |")
     if not counted:
         return (Verdict(INCONCLUSIVE, "no lr above relu's tuned lr where every seed finished: extend relu's lr grid "
-                                      "upward"), n, "", table)
+                                      "upward"), n, "", table, None)
     top = counted[-1]
     if all(per_lr[lr].n < 2 for lr in counted):
         return (Verdict(INCONCLUSIVE, ONE_SEED), max(per_lr[lr].n for lr in counted),
-                f"relu dead fraction at lr {top:g}: {fmt_interval(per_lr[top], unit='', signed=False)}", table)
+                f"relu dead fraction at lr {top:g}: {fmt_interval(per_lr[top], unit='', signed=False)}", table,
+                Headline(f"lr {top:g}", per_lr[top], signed=False))
     supported = [lr for lr in counted if verdict_of[f"lr {lr:g}"].verdict == SUPPORTED]
     # "below at every counted lr" is a conjunction: no multiplicity correction (Holm is for "at some lr")
     below = [lr for lr in counted if verdict_at_least(per_lr[lr], DEAD_REPORTED).verdict == CONTRADICTED]
@@ -327,7 +329,7 @@ def large_lr_dead(runs: list[Run]) -> tuple[Verdict, int, str, list[str]]:
         v = Verdict(INCONCLUSIVE, f"no counted lr is decided above {DEAD_REPORTED:g}, and not every one below")
     effect = "relu dead fraction: " + "; ".join(f"lr {lr:g} {fmt_interval(per_lr[lr], unit='', signed=False)}"
                                                 for lr in counted)
-    return v, per_lr[top].n, effect, table
+    return v, per_lr[top].n, effect, table, Headline(f"lr {counted[0]:g}", per_lr[counted[0]], signed=False)
 
 
 def _sparsity_table(obs: Observations, key: PairKey) -> list[str]:

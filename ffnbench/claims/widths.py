@@ -130,6 +130,7 @@ def _fixed_budget(obs: Observations, act: str, key: Series, series: dict[Series,
             ev.n = min_n(ev.n, comp.n)
             effects.append(f"loss({other:g}×) − loss({SWEET:g}×) = {fmt_interval(checked.deciding.diff)}"
                            + (f" [{', '.join(checked.labels)}]" if checked.labels else ""))
+            ev.note(f"loss({other:g}×) − loss({SWEET:g}×)", checked.deciding.diff, checked.labels)
             ev.details += [f"- {checked.summary()} (deciding comparison, {comp.where})", *checked.lines]
     ev.effect += f"{'; ' if ev.effect else ''}{act} at a fixed budget: {'; '.join(effects)}"
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import re
 
 from ffnbench.claims import ClaimResult
+from ffnbench.claims.formatting import fmt_ci
 from ffnbench.claims.runs import short_setting
 
 # Labels that change how a verdict reads come first (at most two are shown): what undecided it or qualifies it
 PRIORITY = ("dependent", "reverses", "sensitive", "early-training", "confounded", "not bracketed", "outside",
             "unchecked", "plateau-edge", "reduced grid")
-INTERVAL = re.compile(r"([+\-−]?\d+\.\d+)(?: (?:nats|bpb))?, 95% CI \[([+\-−]?\d+\.\d+), ([+\-−]?\d+\.\d+)\]")
 HEADER = ["claim", "verdict", "deciding effect, 95% CI", "decided in", "labels", "n"]
 MAX_ROW = 190  # characters: a row read at a glance
 
@@ -24,27 +24,22 @@ def _verdict(r: ClaimResult) -> str:
 
 
 def _effect(r: ClaimResult, named: bool = True) -> str:
-    m = INTERVAL.search(r.effect or "")
-    if m is None:
+    """The headline interval as the effect text prints it (claims.formatting: 4 decimals, signed for a difference),
+    after its short name; a claim without one, its effect text cut to a glance."""
+    h = r.headline
+    if h is None or not h.value.has_ci:
         text = r.effect or "n/a"
         return text if len(text) <= 60 else text[:60].rsplit(" ", 1)[0].rstrip(",;:") + " …"
-    mean, low, high = m.groups()  # as the effect prints them (signed for a difference, not for a fraction)
-    what = (r.effect or "")[:m.start()].split(";")[-1].strip().rstrip("=: ").strip()
-    what = what if len(what) <= 25 else what.rsplit(":", 1)[-1].strip()  # "loss(relu) − loss(swish): 2 layers"
-    what = what if len(what) <= 25 and named else ""
-    return f"{what + ' ' if what else ''}{mean} [{low}, {high}]"
+    sign = "+" if h.signed else ""
+    shown = f"{h.value.mean:{sign}.4f} {fmt_ci(h.value, 4, h.signed)}"
+    return f"{h.name} {shown}" if h.name and named and len(h.name) <= 25 else shown
 
 
 def _labels(r: ClaimResult) -> str:
-    found: list[str] = []
-    for group in re.findall(r"\[([^\]]*[a-z][^\]]*)\]", r.effect or ""):
-        for x in (x.strip() for x in group.split(",")):
-            if x == "outside practice" and found:  # "reverses at init std 0.16, outside practice" is one label
-                found[-1] += f", {x}"
-            elif x and not re.match(r"^[+\-−]?\d", x):
-                found.append(x)
-    said = re.search(r"inconclusive \(([^)]*)\)", r.verdict.reason)  # a label the verdict column already names
-    found = [x for x in dict.fromkeys(found) if not (said and x in said.group(1))]
+    """At most two of the deciding comparisons' labels, those that change how the verdict reads first, and one
+    sensitivity cell outside the practice band at most; none the verdict column already names."""
+    said = re.search(r"inconclusive \(([^)]*)\)", r.verdict.reason)
+    found = [x for x in r.labels if not (said and x in said.group(1))]
     ranked = sorted(found, key=lambda x: next((i for i, p in enumerate(PRIORITY) if p in x), len(PRIORITY)))
     outside = [x for x in ranked if x.endswith("outside practice")][:1]  # one sensitivity label, the best-ranked
     return "; ".join([x for x in ranked if not x.endswith("outside practice") or x in outside][:2]) or "–"
