@@ -108,10 +108,14 @@ def _tuning_losses(runs) -> dict[float, dict[int, float]]:
 
 def _judged_windows(runs, unit: Unit) -> dict[float, dict[int, list[float]]]:
     """{lr: {judged seed: its per-window validation losses in `unit` (its final loss where it has no windows)}}; an
-    lr whose judged runs all diverged maps to no seeds (a choice of it has no loss to contrast)."""
+    lr where any judged run diverged maps to no seeds: a choice of it has no loss to contrast. Its surviving seeds
+    alone would drop its failures from the contrast (DESIGN §9: a failed run is its variant's failure), and the
+    interval would read the variant better than it ran there."""
     out: dict[float, dict[int, list[float]]] = {}
     for lr in sorted({r.lr for r in runs}):
         out[lr] = {}
+        if any(x.diverged for x in runs if x.lr == lr):
+            continue
         for s, r in run_by_seed(x for x in runs if x.lr == lr).items():
             w = window_losses(r)
             out[lr][s] = list(w * unit.per_nat(r)) if w is not None else [r.loss * unit.per_nat(r)]

@@ -140,7 +140,7 @@ def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: in
 
     A choice that one tuning seed can flip moves replicates to another combination of lrs, and widens the interval
     by what the contrast differs there; a choice that never moves gives the judged-only interval (up to
-    resampling). A side's judged lr whose runs all diverged is in `judged` with no seeds: a replicate that chooses
+    resampling). A side's judged lr where a judged run diverged is in `judged` with no seeds: a replicate that chooses
     it (or any combination with fewer than two judged seeds in common) has no contrast and takes the chosen lrs'
     draw instead; where more than a tail's share of replicates (2.5%) do, the interval could not show what they
     stand for, and the result is None. None too when the chosen lrs have fewer than two judged seeds in common."""

@@ -371,3 +371,18 @@ def test_a_withheld_nested_interval_leaves_the_lr_to_the_tuning_seeds_check():
     result, details = c3(gelu + swiglu + judged)
     assert "no nested interval" in details and "interval with the lr choice" not in details, details
     assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped
+
+
+def test_a_judged_lr_where_some_seeds_diverged_has_no_contrast_its_survivors_do_not_stand_in():
+    """As above, but only 2 of gelu's 6 judged seeds diverged at 0.004 (the 4 survivors look good, 2.90): a contrast
+    of the survivors alone would read gelu better there than it ran. The lr has no judged contrast, the nested
+    interval is withheld, and the tuning seeds' check decides the lr."""
+    gelu = tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0, 3.0, 3.05), 0.004: (3.1, 3.1, 2.9)})
+    swiglu = tuning_at("swiglu", {0.001: (3.2,) * 3, 0.002: (3.1,) * 3, 0.004: (3.2,) * 3})
+    upper = [{**r, "status": "diverged"} if i < 2 else r for i, r in enumerate(judged_at("gelu", 0.004, 2.90))]
+    judged = (judged_at("gelu", 0.002, 3.05) + judged_at("gelu", 0.001, 3.2) + upper
+              + judged_at("swiglu", 0.002, 2.95) + judged_at("swiglu", 0.001, 3.05) + judged_at("swiglu", 0.004, 3.0))
+    result, details = c3(gelu + swiglu + judged)
+    assert "no nested interval" in details and "interval with the lr choice" not in details, details
+    assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped
+
