@@ -1,7 +1,6 @@
 """Where a run trains: the one device resolver, the device setup a trainer config asks for, thread sharing and the GPU
 lease."""
 
-
 import pytest
 import torch
 

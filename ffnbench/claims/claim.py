@@ -94,14 +94,19 @@ class Evidence:
     labels: list[str] = field(default_factory=list)  # the deciding comparisons' robustness labels, in effect order
 
     def note(self, name: str, value: Paired | Summary, labels: Iterable[str] = (), signed: bool = True) -> None:
-        """An interval the effect text gives, with the labels printed beside it: the first one noted is the
-        claim's headline."""
-        self.headline = self.headline or Headline(name, value, signed)
+        """An interval the effect text gives, with the labels printed beside it: the first one noted with an
+        interval is the claim's headline (the first one noted, where none has)."""
+        self._headline(Headline(name, value, signed))
         self.labels += [x for x in labels if x not in self.labels]
+
+    def _headline(self, h: Headline) -> None:
+        if self.headline is None or (not self.headline.value.has_ci and h.value.has_ci):
+            self.headline = h
 
     def merge(self, other: Evidence) -> None:
         """Another Evidence's headline and labels, after this one's (a claim made of comparison claims: C13)."""
-        self.headline = self.headline or other.headline
+        if other.headline is not None:
+            self._headline(other.headline)
         self.labels += [x for x in other.labels if x not in self.labels]
 
     def add_unchecked(self, factors) -> None:

@@ -23,8 +23,8 @@ LR_TUNING_ONLY = "lr checked on tuning seeds only"  # no neighbour runs: the sig
 PLATEAU_EDGE = "plateau-edge"
 REDUCED_GRID = "reduced grid"
 NOT_BRACKETED = "optimum not bracketed"
-WITHHELD = ("no nested interval: over 2.5% of its resamples choose an lr where a side has no judged contrast "
-            "(its judged runs diverged, or too few)")
+WITHHELD = ("no nested interval: over 2.5% of its resamples choose lrs without a judged contrast "
+            "(a seed diverged on one side there, or too few seeds in common)")
 NESTED = "nested bootstrap: tuning seeds resampled and each lr chosen again among its judged lrs, then judged seeds"
 Side = Callable[[float], int]  # a difference (nats) → the side of the rule's threshold it falls on: −1, 0 or +1
 
@@ -108,26 +108,30 @@ def _tuning_losses(runs) -> dict[float, dict[int, float]]:
 
 def _judged_windows(runs, unit: Unit) -> dict[float, dict[int, list[float]]]:
     """{lr: {judged seed: its per-window validation losses in `unit` (its final loss where it has no windows)}}; an
-    lr where any judged run diverged maps to no seeds: a choice of it has no loss to contrast. Its surviving seeds
-    alone would drop its failures from the contrast (DESIGN §9: a failed run is its variant's failure), and the
-    interval would read the variant better than it ran there."""
+    lr whose judged runs all diverged maps to no seeds (the seeds that diverged: _diverged_seeds)."""
     out: dict[float, dict[int, list[float]]] = {}
     for lr in sorted({r.lr for r in runs}):
         out[lr] = {}
-        if any(x.diverged for x in runs if x.lr == lr):
-            continue
         for s, r in run_by_seed(x for x in runs if x.lr == lr).items():
             w = window_losses(r)
             out[lr][s] = list(w * unit.per_nat(r)) if w is not None else [r.loss * unit.per_nat(r)]
     return out
 
 
+def _diverged_seeds(runs) -> dict[float, frozenset[int]]:
+    """{lr: the judged seeds whose run diverged there}: a combination of lrs where a seed diverged on one side only
+    has no contrast in the nested bootstrap (stats.bootstrap.nested_lr_contrast)."""
+    return {lr: frozenset(s for s, r in outcomes_by_seed(x for x in runs if x.lr == lr).items() if r.diverged)
+            for lr in sorted({r.lr for r in runs})}
+
+
 def _sides(c: Comparison, unit: Unit, sign_: float) -> list[NestedSide]:
     """c's two tuned sides as terms of a contrast: sign_ · (b − a)."""
-    return [NestedSide(_tuning_losses(c.a_tuning), _judged_windows((*c.a_runs, *c.a_neighbours), unit),
-                       c.a_runs[0].lr, -sign_),
-            NestedSide(_tuning_losses(c.b_tuning), _judged_windows((*c.b_runs, *c.b_neighbours), unit),
-                       c.b_runs[0].lr, sign_)]
+    a, b = (*c.a_runs, *c.a_neighbours), (*c.b_runs, *c.b_neighbours)
+    return [NestedSide(_tuning_losses(c.a_tuning), _judged_windows(a, unit), c.a_runs[0].lr, -sign_,
+                       _diverged_seeds(a)),
+            NestedSide(_tuning_losses(c.b_tuning), _judged_windows(b, unit), c.b_runs[0].lr, sign_,
+                       _diverged_seeds(b))]
 
 
 @functools.lru_cache(maxsize=1024)  # a Comparison is hashed by identity; check(), the regime and a figure ask alike

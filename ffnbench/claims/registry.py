@@ -35,7 +35,7 @@ SHARED_RULES = {
         "counted once: where both sides were judged at their chosen lr's neighbours (×√2, ÷√2), the interval is a "
         "nested bootstrap that chooses each lr again on resampled tuning seeds, and b − a at each pair of judged lrs "
         "is shown (one in another region of the outcome table is labelled lr-sensitive, not a veto); none where over "
-        "2.5% of resamples choose an lr without a judged contrast (one where a judged run diverged: its survivors "
+        "2.5% of resamples choose lrs without a judged contrast (a seed diverged there on one side: its survivors "
         "never stand in for it); without one, the tuning seeds' "
         "paired differences at both chosen lrs must keep its region (below +m where it is contradicted, else its "
         "sign), else inconclusive (lr-dependent)"),

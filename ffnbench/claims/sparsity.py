@@ -329,7 +329,8 @@ def large_lr_dead(runs: list[Run]) -> tuple[Verdict, int, str, list[str], Headli
         v = Verdict(INCONCLUSIVE, f"no counted lr is decided above {DEAD_REPORTED:g}, and not every one below")
     effect = "relu dead fraction: " + "; ".join(f"lr {lr:g} {fmt_interval(per_lr[lr], unit='', signed=False)}"
                                                 for lr in counted)
-    return v, per_lr[top].n, effect, table, Headline(f"lr {counted[0]:g}", per_lr[counted[0]], signed=False)
+    first = next((lr for lr in counted if per_lr[lr].has_ci), counted[0])  # the effect's first interval
+    return v, per_lr[top].n, effect, table, Headline(f"lr {first:g}", per_lr[first], signed=False)
 
 
 def _sparsity_table(obs: Observations, key: PairKey) -> list[str]:

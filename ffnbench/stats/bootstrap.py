@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -120,13 +120,15 @@ def _choose(losses: LrLosses, drawn: Sequence[int]) -> float | None:
 
 @dataclass(frozen=True)
 class NestedSide:
-    """One tuned side of a contrast: its tuning losses, its judged runs' windows at each judged lr, the lr it chose
-    on all tuning seeds, and its weight in the contrast (b − a: a −1, b +1)."""
+    """One tuned side of a contrast: its tuning losses, its judged runs' windows at each judged lr (finished runs),
+    the lr it chose on all tuning seeds, its weight in the contrast (b − a: a −1, b +1), and the judged seeds that
+    diverged at each lr."""
 
     tuning: LrLosses
     judged: LrWindows
     chosen: float
     weight: float
+    diverged: Mapping[float, frozenset[int]] = field(default_factory=dict)
 
 
 def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: int = 0,
@@ -140,19 +142,28 @@ def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: in
 
     A choice that one tuning seed can flip moves replicates to another combination of lrs, and widens the interval
     by what the contrast differs there; a choice that never moves gives the judged-only interval (up to
-    resampling). A side's judged lr where a judged run diverged is in `judged` with no seeds: a replicate that chooses
-    it (or any combination with fewer than two judged seeds in common) has no contrast and takes the chosen lrs'
-    draw instead; where more than a tail's share of replicates (2.5%) do, the interval could not show what they
-    stand for, and the result is None. None too when the chosen lrs have fewer than two judged seeds in common."""
+    resampling). A combination of lrs other than the chosen one where a seed every side ran diverged on some sides
+    only has no contrast: its surviving seeds would read the diverging side better than it ran (DESIGN §9: a
+    failed run is its variant's failure); a seed that diverged on every side drops out, as in a paired comparison.
+    A replicate that chooses a combination without a contrast (or with fewer than two judged seeds in common) takes
+    the chosen lrs' draw instead; where more than a tail's share of replicates (2.5%) do, the interval could not
+    show what they stand for, and the result is None. At the chosen lrs, divergences are the divergence rule's
+    (claims.pairing): the contrast reads the seeds every side finished. None when those are fewer than two."""
     lrs = [[lr for lr in side.tuning if lr in side.judged] for side in sides]
     chosen = tuple(side.chosen for side in sides)
     combos: dict[tuple[float, ...], tuple[tuple[int, ...], np.ndarray] | None] = {}
+
+    def one_sided(pick: tuple[float, ...]) -> bool:
+        """Whether a seed every side ran at its lr of `pick` diverged on some sides only."""
+        ran = [set(side.judged[lr]) | set(side.diverged.get(lr, ())) for lr, side in zip(pick, sides)]
+        flags = [[s in side.diverged.get(lr, ()) for lr, side in zip(pick, sides)] for s in set.intersection(*ran)]
+        return any(any(f) and not all(f) for f in flags)
 
     def contrast(pick: tuple[float, ...]) -> tuple[tuple[int, ...], np.ndarray] | None:
         """The seeds every side ran at its lr of `pick`, and their weighted sums of windows (seeds × windows)."""
         if pick not in combos:
             combos[pick] = None
-            if all(lr in side.judged for lr, side in zip(pick, sides)):
+            if all(lr in side.judged for lr, side in zip(pick, sides)) and (pick == chosen or not one_sided(pick)):
                 shared = tuple(sorted(set.intersection(*(set(side.judged[lr]) for lr, side in zip(pick, sides)))))
                 lengths = {len(side.judged[lr][s]) for s in shared for lr, side in zip(pick, sides)}
                 if len(shared) >= 2 and len(lengths) == 1:  # every run scored on the same windows
@@ -170,7 +181,7 @@ def nested_lr_contrast(sides: Sequence[NestedSide], n_boot: int = 2000, seed: in
     seeds_t = sorted({s for side in sides for at in side.tuning.values() for s in at})
     rng = np.random.default_rng(seed)
     boot = np.empty(n_boot)
-    unformed = 0  # replicates whose lrs have no contrast (a side's judged runs there diverged, or too few shared)
+    unformed = 0  # replicates whose lrs have no contrast (a seed diverged there on one side only, or too few shared)
     kept = 0  # replicates that chose the estimate's own lrs again
     for i in range(n_boot):
         drawn = [seeds_t[j] for j in rng.integers(0, len(seeds_t), len(seeds_t))] if seeds_t else []

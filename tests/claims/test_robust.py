@@ -374,9 +374,10 @@ def test_a_withheld_nested_interval_leaves_the_lr_to_the_tuning_seeds_check():
 
 
 def test_a_judged_lr_where_some_seeds_diverged_has_no_contrast_its_survivors_do_not_stand_in():
-    """As above, but only 2 of gelu's 6 judged seeds diverged at 0.004 (the 4 survivors look good, 2.90): a contrast
-    of the survivors alone would read gelu better there than it ran. The lr has no judged contrast, the nested
-    interval is withheld, and the tuning seeds' check decides the lr."""
+    """As above, but only 2 of gelu's 6 judged seeds diverged at 0.004, seeds swiglu finished (the 4 survivors look
+    good, 2.90): a contrast of the survivors alone would read gelu better there than it ran. The lr has no judged
+    contrast, the nested interval is withheld, and the tuning seeds' check decides the lr; a diverged seed that swiglu
+    never ran leaves the nested interval standing."""
     gelu = tuning_at("gelu", {0.001: (3.2,) * 3, 0.002: (3.0, 3.0, 3.05), 0.004: (3.1, 3.1, 2.9)})
     swiglu = tuning_at("swiglu", {0.001: (3.2,) * 3, 0.002: (3.1,) * 3, 0.004: (3.2,) * 3})
     upper = [{**r, "status": "diverged"} if i < 2 else r for i, r in enumerate(judged_at("gelu", 0.004, 2.90))]
@@ -385,4 +386,7 @@ def test_a_judged_lr_where_some_seeds_diverged_has_no_contrast_its_survivors_do_
     result, details = c3(gelu + swiglu + judged)
     assert "no nested interval" in details and "interval with the lr choice" not in details, details
     assert result.scoped.verdict == INCONCLUSIVE and "lr-dependent" in result.scoped.reason, result.scoped
-
+    extra = make_record("gelu", 40, 3.0, lr=0.004, config=NEAR)
+    result, details = c3(gelu + swiglu + judged_at("gelu", 0.004, 2.90) + [{**extra, "status": "diverged"}]
+                         + [r for r in judged if r["config"]["optim"]["lr"] != 0.004 or "gelu" not in r["name"]])
+    assert "interval with the lr choice" in details and "no nested interval" not in details, details

@@ -70,3 +70,16 @@ def test_evidence_keeps_the_first_headline_and_each_label_once():
     empty = Evidence()
     empty.merge(other)
     assert empty.headline.name == "x" and empty.labels == ["length-robust"]
+
+
+def test_a_headline_without_an_interval_gives_way_to_the_next_one_with_an_interval():
+    ev = Evidence()
+    ev.note("2 layers", Paired(1, 0.1, None, None, None, None), ["lr-robust"])
+    ev.note("4 layers", _diff(0.05, 0.01, 0.08))
+    ev.note("depth interaction", _diff(0.01, -0.03, 0.04))
+    assert ev.headline.name == "4 layers"
+    merged = Evidence()
+    merged.note("x", Paired(1, 0.1, None, None, None, None))
+    merged.merge(ev)
+    assert merged.headline.name == "4 layers"
+

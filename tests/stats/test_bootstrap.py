@@ -127,8 +127,8 @@ def test_nested_contrast_of_four_sides_is_the_interaction_of_two_differences():
 
 def test_nested_contrast_gives_no_interval_when_a_tail_of_replicates_chooses_an_lr_without_a_contrast():
     """b's choice moves to lr 2 in 7/27 of replicates (tuning seed 100 drawn twice or more); when lr 2 has one judged
-    seed, or none (its judged runs all diverged), those replicates have no contrast: the interval cannot stand in for
-    them (it used to take the chosen lrs' draw: [+0.1, +0.1], the lr choice gone)."""
+    seed, or none (its judged runs there all diverged), those replicates have no contrast: the interval cannot stand in
+    for them (it used to take the chosen lrs' draw: [+0.1, +0.1], the lr choice gone)."""
     from dataclasses import replace
 
     from ffnbench.stats.bootstrap import nested_lr_contrast
@@ -143,6 +143,32 @@ def test_nested_contrast_gives_no_interval_when_a_tail_of_replicates_chooses_an_
     # a choice that never moves there keeps its interval whatever lr 2 holds
     fixed = _side(3.1, 3.6, {1.0: 3.1, 2.0: 2.9}, 1.0)
     assert nested_lr_contrast([a, replace(fixed, judged={**fixed.judged, 2.0: {}})]) is not None
+
+
+def test_a_seed_that_diverged_on_one_side_at_a_resampled_lr_leaves_no_contrast_there_one_on_both_drops_out():
+    """b moves to lr 2 in 7/27 of replicates. Seeds 0 and 1 of b diverged there while a finished them: the survivors
+    alone would read b better than it ran, so those replicates have no contrast and the interval is withheld. A seed
+    only b ran (seed 9), or one that diverged on both sides, is no such failure: the interval stands. At the chosen
+    lrs the divergence rule reads divergences, so one there leaves the contrast to the seeds both finished."""
+    from dataclasses import replace
+
+    from ffnbench.stats.bootstrap import nested_lr_contrast
+
+    a = _side(3.0, 3.5, {1.0: 3.0, 2.0: 3.2}, -1.0)
+    b = _side(3.1, 3.6, {1.0: 3.1, 2.0: 2.9}, 1.0, tie=True)
+    survivors = {s: w for s, w in b.judged[2.0].items() if s > 1}
+    one_sided = replace(b, judged={**b.judged, 2.0: survivors}, diverged={2.0: frozenset({0, 1})})
+    assert nested_lr_contrast([a, one_sided]) is None
+    only_b = replace(b, diverged={2.0: frozenset({9})})
+    assert nested_lr_contrast([a, only_b]) is not None
+    # a chooses lr 1 always: seeds 0 and 1 diverged on a there too, so at (a: lr 1, b: lr 2) they failed on both sides
+    a_survivors = {s: w for s, w in a.judged[1.0].items() if s > 1}
+    both = [replace(a, judged={**a.judged, 1.0: a_survivors}, diverged={1.0: frozenset({0, 1})}), one_sided]
+    assert nested_lr_contrast(both) is not None
+    at_chosen = replace(b, judged={**b.judged, 1.0: {s: w for s, w in b.judged[1.0].items() if s > 0}},
+                        diverged={1.0: frozenset({0})})
+    kept = nested_lr_contrast([a, at_chosen])
+    assert kept is not None and kept.n == 5
 
 
 def test_nested_contrast_rejects_runs_scored_on_other_windows_instead_of_raising():
