@@ -178,10 +178,27 @@ def c8(obs: Observations) -> Evidence:
     # read again in the cells that vary one factor (init, 4× the tokens, size), each pair in its own setting; its lr
     # check: its sign at every pair of judged lrs at both depths (where both were judged at their neighbours)
     rest = without_factor(deep.key, "model.n_layer")  # the deep side: at matched tokens the shallow one trains longer
-    others = {without_factor(s.key, "model.n_layer"): (s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1])
-              if (s.best_lr, s.protocol) == (shallow.best_lr, shallow.protocol)}  # lrs chosen as the deciding pair's
+    # each cell's pair keyed by its deep side, at matched tokens where the deciding pair is and the cell ran one
+    same_lrs = [(s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1])
+                if (s.best_lr, s.protocol) == (shallow.best_lr, shallow.protocol)]  # lrs chosen as the deciding pair's
+    if at_matched:
+        same_lrs += [(s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1], matched=True)
+                     if (s.best_lr, s.protocol) == (shallow.best_lr, shallow.protocol)]
+    others = {without_factor(d.key, "model.n_layer"): (s, d) for s, d in same_lrs}
+
     def where(pair: tuple[Comparison, Comparison]) -> str:
-        return pair[0].key.describe().replace(f"{depths[0]} layers", f"{depths[0]} and {depths[-1]} layers")
+        """The pair's setting, saying the tokens each depth trained where they differ in tokens per parameter
+        (matched tokens) or in tokens (depth confounded with tokens)."""
+        s, d = pair
+        text = s.key.describe().replace(f"{depths[0]} layers", f"{depths[0]} and {depths[-1]} layers")
+        tps, tpd = s.key.factor("trainer.tokens_per_param"), d.key.factor("trainer.tokens_per_param")
+        if tps != tpd and tps is not None and tpd is not None:
+            return text.replace(f"{tps:g} tokens/param", f"{tps:g} and {tpd:g} tokens/param: matched tokens, "
+                                                         f"{(robust.tokens(d) or 0) / 1e6:.2f}M")
+        if not robust.matched(robust.tokens(s), robust.tokens(d)):
+            return f"{text} ({DEPTH_CONFOUNDED}: {(robust.tokens(s) or 0) / 1e6:.2f}M and " \
+                   f"{(robust.tokens(d) or 0) / 1e6:.2f}M tokens)"
+        return text
 
     cells = {factor: [(where(others[k]), _interaction(*others[k])[1], in_band(k.setting)) for k in keys]
              for factor, keys in robust.other_cells(rest, others).items()}

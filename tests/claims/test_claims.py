@@ -785,8 +785,27 @@ def test_c8s_depth_interaction_is_read_at_matched_tokens_where_that_pair_ran_els
     result = verdicts(with_tokens(base + matched, tokens))["C8"]
     assert "depth confounded with tokens" not in result.effect, result.effect
     assert "depths at matched tokens (1.20M): 2 layers at 12 tokens/param" in "\n".join(result.details)
+    assert "2 and 4 layers, fan_in init, 12 and 6 tokens/param: matched tokens, 1.20M" in "\n".join(result.details)
     assert "depth interaction = +0.0000" in result.effect or "depth interaction = -0.00" in result.effect or \
         "depth interaction = +0.00" in result.effect, result.effect
+
+
+def test_c8s_interaction_at_four_times_the_tokens_without_a_matched_pair_says_its_depths_trained_unequal_tokens():
+    """The deciding interaction at matched tokens (2 layers at 12, 4 layers at 6 tokens/param); at 4× the tokens only
+    equal tokens per parameter ran (2 layers on half the tokens of 4): the length cell is read, and says so."""
+    def with_tokens(records, tokens):
+        for r in records:
+            r["tokens"] = tokens[(r["config"]["model"]["n_layer"], r["config"]["trainer"].get("tokens_per_param"))]
+        return records
+
+    tokens = {(2, 6): 0.6e6, (4, 6): 1.2e6, (2, 12): 1.2e6, (2, 24): 2.4e6, (4, 24): 4.8e6}
+    base = _depth_cell(0.02, 0.10, **{"trainer.tokens_per_param": 6})
+    matched = [r for r in _depth_cell(0.10, 0.10, **{"trainer.tokens_per_param": 12})
+               if r["config"]["model"]["n_layer"] == 2]
+    longer = _depth_cell(0.05, 0.05, **{"trainer.tokens_per_param": 24})
+    details = "\n".join(verdicts(with_tokens(base + matched + longer, tokens))["C8"].details)
+    line = next(x for x in details.splitlines() if "24 tokens/param" in x and "2 and 4 layers" in x)
+    assert "24 tokens/param), " in line and "(depth confounded with tokens: 2.40M and 4.80M tokens)" in line, line
 
 
 def test_c5s_gelu_reading_under_an_init_outside_the_band_is_shown_never_a_part():

@@ -55,7 +55,9 @@ def fig_regime(runs: list[Run], out: Path) -> str | None:
             ax.axvspan(0, right + pad, color="tab:green", alpha=0.08)
             ax.set_title(f"{what(*pair)}\n(> 0, shaded: the textbook's order)", fontsize=9)
         ax.set_xlabel("nats/token, 95% CI")
-    axes[0][0].set_yticks(range(len(cells)), [c.label + ("" if in_band(c.setting) else " (outside the band)")
+    # the init on a second line: one line per cell ran past the figure's left edge
+    axes[0][0].set_yticks(range(len(cells)), ["\n".join(c.label.rsplit(", ", 1))
+                                              + ("" if in_band(c.setting) else " (outside the band)")
                                               for c in cells], fontsize=7)
     axes[0][0].set_ylim(len(cells) - 0.5, -0.5)  # the first cell (the deciding setting) on top
     return save(fig, out, REGIME_FIGURE)
