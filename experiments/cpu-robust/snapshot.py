@@ -4,7 +4,9 @@ Writes results.jsonl (every finished or diverged run under the campaign's run di
 (the campaign's command, its runs and their FLOPs) beside this file; then rebuild the report from them with
 `python -m ffnbench.report experiments/cpu-robust/results.jsonl`. The campaign runs one arm at a time, so the
 sweep.json under runs/cpu_robust/ lists only the latest arm's runs: this one lists every published run. A run still
-training, or one that failed, is left out (a rerun of campaign.sh resumes or retries it)."""
+training, or one that failed, is left out (a rerun of campaign.sh resumes or retries it), and so is every run of an
+arm still under way (the latest sweep, while any of its runs has not finished): a part of an lr grid reads as a cell
+of its own (arm 12's first tuning runs read C6 as init-dependent), so an arm is published whole."""
 
 import json
 import sys
@@ -16,6 +18,17 @@ from ffnbench.runs.result import RunResult
 
 HERE = Path(__file__).parent
 ROOT = Path("runs/cpu_robust")  # campaign.sh's run directory, relative to the repository root
+
+
+def under_way(runs: Path) -> set[str]:
+    """The run names of the latest sweep (runs/sweep.json, written as it plans each round) while one of its runs
+    has no finished or diverged result; empty once it has ended."""
+    manifest = runs / "sweep.json"
+    if not manifest.exists():
+        return set()
+    names = {Path(r).name for r in json.loads(manifest.read_text())["runs"]}
+    ended = {n for n in names if (r := RunResult.read(runs / n)) is not None and r.status in ("finished", "diverged")}
+    return names if ended != names else set()
 
 
 def main(runs: Path) -> None:
@@ -33,6 +46,11 @@ def main(runs: Path) -> None:
     if (HERE / "results.jsonl").exists():
         for line in (HERE / "results.jsonl").read_text().splitlines(keepends=True):
             published[json.loads(line)["run_name"]] = line
+    held = under_way(runs)
+    kept = [r for r in done if r.run_name in published or r.run_name not in held]
+    if len(kept) < len(done):
+        print(f"held back {len(done) - len(kept)} finished runs of the arm under way ({len(held)} runs in its sweep)")
+    done = kept
     with atomic_file(HERE / "results.jsonl") as f:
         f.write("".join(published.get(r.run_name) or r.jsonl_line() for r in done).encode())
 
