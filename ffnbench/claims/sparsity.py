@@ -26,6 +26,7 @@ from ffnbench.claims.runs import (
     init_name,
     is_reference,
     per_seed_mean,
+    setting_without,
     stat_of,
 )
 from ffnbench.stats.intervals import Summary, summarize_fraction
@@ -132,18 +133,29 @@ def part_robustness(obs: Observations, act: str, key: PairKey, lr: float, verdic
     return cell_check(verdict, f"{describe_setting(key.setting)}, lr {lr:g}", cells, inherent, in_band(key.setting))
 
 
+def _per_seed_at_init(measured: list[Run], act: str, base: Setting, at_init: Callable[[Run], float | None]
+                      ) -> dict[int, float]:
+    """`act`'s value at init, one per seed: over the runs of the base setting's network at any lr and length (a
+    seed's runs of one network share their weights at init: the lr and the length act later); where that network
+    has none, over the runs of its init convention; else over all. Another depth, width or init is another network at
+    init, and its runs of the same seed are not the same sample."""
+    network = setting_without(base, "trainer.tokens_per_param")
+    for keep in (lambda r: setting_without(r.setting, "trainer.tokens_per_param") == network,
+                 lambda r: init_name(r.setting) == init_name(base), lambda r: True):
+        values = per_seed_mean([r for r in measured if r.act == act and keep(r)], at_init)
+        if values:
+            return values
+    return {}
+
+
 def c5(obs: Observations) -> Evidence:
     ev = Evidence()
     at_init, after = stat_of("init", "zero_frac"), stat_of("final", "zero_frac")
     measured = [r for r in obs.runs if r.usable and at_init(r) is not None]
     if not {"relu", "gelu"} & {r.act for r in measured}:
         return ev
-    # At init every run of a seed shares its weights (the lr acts later): one value per seed over all runs of the
-    # base init (another init convention is another network at init).
     base_init = init_name(obs.base_setting or ())
-    init_relu, init_gelu = (per_seed_mean([r for r in measured if r.act == a and init_name(r.setting) == base_init],
-                                          at_init) or per_seed_mean([r for r in measured if r.act == a], at_init)
-                            for a in ("relu", "gelu"))
+    init_relu, init_gelu = (_per_seed_at_init(measured, a, obs.base_setting or (), at_init) for a in ("relu", "gelu"))
     relu_key, relu_lr, relu_runs = trained_runs(list(obs.runs), "relu", obs.tuning, obs.base_setting)
     ev.where = relu_key.setting if relu_key is not None else None
     final_relu = per_seed_mean(relu_runs, after)

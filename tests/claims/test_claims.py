@@ -531,6 +531,17 @@ def test_c5_contradicted_at_init_needs_no_trained_factor():
         == CONTRADICTED
 
 
+def test_c5_reads_relu_at_init_over_the_base_settings_network_not_another_depth_with_the_same_seeds():
+    """Seeds 0-2 of the base network (2 layers) zero half their units at init; a 4-layer arm of the same seeds, another
+    network at init, zeroes 0.3: at init the claim reads the base network's half, not a mean of the two networks."""
+    base = [make_record("relu", s, 3.0, zero_init=0.5 + 0.001 * s, zero_final=0.5) for s in (0, 1, 2)] + \
+        [make_record("relu", s, 3.0, zero_init=0.5 + 0.001 * s, zero_final=0.5, lr=6e-3) for s in (0, 1, 2)]
+    deeper = [make_record("relu", s, 3.0, zero_init=0.3, zero_final=0.5, n_layer=4) for s in (0, 1, 2)]
+    result = verdicts(base + deeper)["C5"]
+    assert result.headline.value.mean == pytest.approx(0.501), result.effect
+    assert dict(result.parts)["relu about half at init (the article's snippet: random weights)"].verdict == SUPPORTED
+
+
 def _dead_in_cells(dead: dict[str, float]) -> list[dict]:
     """C6 in each cell of `dead` (CELLS): relu best at 0.001 (2% dead), its dead fraction at 0.03 the cell's."""
     return [make_record("relu", s, loss, lr=lr, dead=d + (0.01, -0.01, 0.005)[s], config=CELLS[cell])
