@@ -5,6 +5,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 from fixtures.report.synthetic import make_record
 
 SCRIPT = Path(__file__).parents[1] / "experiments" / "cpu-robust" / "snapshot.py"
@@ -49,3 +50,31 @@ def test_an_arm_under_way_is_held_back_whole_and_published_once_it_ends(tmp_path
     assert _published(out) == ["arm1-a", "arm2-a", "arm2-b", "arm2-c"]
     assert (out / "results.jsonl").read_text().startswith(line)  # the published line stays as it was
     assert json.loads((out / "sweep.json").read_text())["runs"][0] == "runs/cpu_robust/arm1-a"
+
+
+def test_a_failed_run_holds_nothing_back_a_run_never_made_does_until_asked(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    out.mkdir()
+    _run(runs, "arm-a", 0)
+    _run(runs, "arm-b", 1, status="failed")  # campaign.sh retries it: the arm has ended for now
+    (runs / "sweep.json").write_text(json.dumps({"runs": ["runs/x/arm-a", "runs/x/arm-b"]}))
+    snapshot = _snapshot(out)
+    snapshot.main(runs)
+    assert _published(out) == ["arm-a"]
+    _run(runs, "arm2-a", 2)  # the next arm: one of its judged runs was never made (no lr to judge it at)
+    (runs / "sweep.json").write_text(json.dumps({"runs": ["runs/x/arm2-a", "runs/x/arm2-judged"]}))
+    snapshot.main(runs)
+    assert _published(out) == ["arm-a"]
+    snapshot.main(runs, with_unfinished_arm=True)
+    assert _published(out) == ["arm-a", "arm2-a"]
+
+
+def test_nothing_to_publish_is_an_error_that_writes_nothing(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    out.mkdir()
+    _run(runs, "arm-a", 0)
+    (runs / "sweep.json").write_text(json.dumps({"runs": ["runs/x/arm-a", "runs/x/arm-b"]}))
+    with pytest.raises(SystemExit, match="no finished run to publish"):
+        _snapshot(out).main(runs)
+    assert not (out / "results.jsonl").exists()
+

@@ -1,12 +1,14 @@
-"""Publish what the campaign has finished so far: `python experiments/cpu-robust/snapshot.py [runs/cpu_robust]`.
+"""Publish what the campaign has finished so far:
+`python experiments/cpu-robust/snapshot.py [runs/cpu_robust] [--with-unfinished-arm]`.
 
 Writes results.jsonl (every finished or diverged run under the campaign's run directory, by run name) and sweep.json
 (the campaign's command, its runs and their FLOPs) beside this file; then rebuild the report from them with
-`python -m ffnbench.report experiments/cpu-robust/results.jsonl`. The campaign runs one arm at a time, so the
-sweep.json under runs/cpu_robust/ lists only the latest arm's runs: this one lists every published run. A run still
-training, or one that failed, is left out (a rerun of campaign.sh resumes or retries it), and so is every run of an
-arm still under way (the latest sweep, while any of its runs has not finished): a part of an lr grid reads as a cell
-of its own (arm 12's first tuning runs read C6 as init-dependent), so an arm is published whole."""
+`python -m ffnbench.report experiments/cpu-robust/results.jsonl`. The sweep.json under runs/cpu_robust/ is the
+latest sweep's manifest (its planned runs; a newer sweep also lists the folder's finished runs): this one lists every
+published run. A run still training, or one that failed, is left out (a rerun of campaign.sh resumes or retries it),
+and so is every unpublished run of that manifest while one of its runs has not ended: a part of an lr grid reads as
+a cell of its own (arm 12's first tuning runs read C6 as init-dependent), so an arm is published whole. A sweep that
+ended with runs it could not make (an lr no tuning run could choose) holds its arm until `--with-unfinished-arm`."""
 
 import json
 import sys
@@ -20,25 +22,25 @@ HERE = Path(__file__).parent
 ROOT = Path("runs/cpu_robust")  # campaign.sh's run directory, relative to the repository root
 
 
-def under_way(runs: Path) -> set[str]:
-    """The run names of the latest sweep (runs/sweep.json, written as it plans each round) while one of its runs
-    has no finished or diverged result; empty once it has ended."""
+ENDED = ("finished", "diverged", "failed")  # a failed run is campaign.sh's to retry: it holds nothing back
+
+
+def unfinished(runs: Path) -> tuple[set[str], list[str]]:
+    """The latest sweep's runs (runs/sweep.json, written as it plans each round), and those that have not ended
+    (no result yet, or one still running or interrupted); no runs when there is no manifest."""
     manifest = runs / "sweep.json"
     if not manifest.exists():
-        return set()
+        return set(), []
     names = {Path(r).name for r in json.loads(manifest.read_text())["runs"]}
-    ended = {n for n in names if (r := RunResult.read(runs / n)) is not None and r.status in ("finished", "diverged")}
-    return names if ended != names else set()
+    return names, sorted(n for n in names if (r := RunResult.read(runs / n)) is None or r.status not in ENDED)
 
 
-def main(runs: Path) -> None:
+def main(runs: Path, with_unfinished_arm: bool = False) -> None:
     done = []
     for run_dir in sorted(p.parent for p in runs.glob("*/result.json")):
         result = RunResult.read(run_dir)
         if result is not None and result.status in ("finished", "diverged"):
             done.append(result)
-    if not done:
-        sys.exit(f"{runs}: no finished run (expected <run>/result.json); run experiments/cpu-robust/campaign.sh")
     done.sort(key=lambda r: r.run_name)
     # a published record never changes: its line stays byte for byte as published (a reader migrates it), so a
     # snapshot adds lines and rewrites none
@@ -46,11 +48,17 @@ def main(runs: Path) -> None:
     if (HERE / "results.jsonl").exists():
         for line in (HERE / "results.jsonl").read_text().splitlines(keepends=True):
             published[json.loads(line)["run_name"]] = line
-    held = under_way(runs)
-    kept = [r for r in done if r.run_name in published or r.run_name not in held]
-    if len(kept) < len(done):
-        print(f"held back {len(done) - len(kept)} finished runs of the arm under way ({len(held)} runs in its sweep)")
-    done = kept
+    arm, pending = unfinished(runs)
+    if pending and not with_unfinished_arm:
+        kept = [r for r in done if r.run_name in published or r.run_name not in arm]
+        if len(kept) < len(done):
+            print(f"held back {len(done) - len(kept)} finished runs: the latest sweep has {len(pending)} runs not "
+                  f"ended ({', '.join(pending[:2])}{', ...' if len(pending) > 2 else ''}); once it has ended for "
+                  "good, --with-unfinished-arm publishes them")
+        done = kept
+    if not done:
+        sys.exit(f"{runs}: no finished run to publish (expected <run>/result.json); run "
+                 "experiments/cpu-robust/campaign.sh")
     with atomic_file(HERE / "results.jsonl") as f:
         f.write("".join(published.get(r.run_name) or r.jsonl_line() for r in done).encode())
 
@@ -71,4 +79,5 @@ def main(runs: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT)
+    args = [a for a in sys.argv[1:] if a != "--with-unfinished-arm"]
+    main(Path(args[0]) if args else ROOT, with_unfinished_arm=len(args) < len(sys.argv) - 1)

@@ -195,12 +195,19 @@ def c8(obs: Observations) -> Evidence:
         if tps != tpd and tps is not None and tpd is not None:
             return text.replace(f"{tps:g} tokens/param", f"{tps:g} and {tpd:g} tokens/param: matched tokens, "
                                                          f"{(robust.tokens(d) or 0) / 1e6:.2f}M")
-        if not robust.matched(robust.tokens(s), robust.tokens(d)):
+        if _confounded(pair):
             return f"{text} ({DEPTH_CONFOUNDED}: {(robust.tokens(s) or 0) / 1e6:.2f}M and " \
                    f"{(robust.tokens(d) or 0) / 1e6:.2f}M tokens)"
         return text
 
-    cells = {factor: [(where(others[k]), _interaction(*others[k])[1], in_band(k.setting)) for k in keys]
+    def decides(k) -> bool | str:
+        """Whether the cell at `k` may decide: in the band, and, where the deciding pair trained matched tokens, its
+        own pair too (else it reads depth and length at once: shown, not deciding, its factor unchecked)."""
+        if not in_band(k.setting):
+            return False
+        return DEPTH_CONFOUNDED if at_matched and _confounded(others[k]) else True
+
+    cells = {factor: [(where(others[k]), _interaction(*others[k])[1], decides(k)) for k in keys]
              for factor, keys in robust.other_cells(rest, others).items()}
     side = robust.beats_region(v, margin_nats("C8", deep))
     lr_pairs = _interaction_lr_pairs(shallow, deep, interaction, side)
@@ -276,6 +283,11 @@ def _at_depth(base, depth: int):
 
 
 DEPTH_CONFOUNDED = "depth confounded with tokens"
+
+
+def _confounded(pair: tuple[Comparison, Comparison]) -> bool:
+    """Whether a pair of depths trained unequal tokens (or tokens no record states)."""
+    return not robust.matched(robust.tokens(pair[0]), robust.tokens(pair[1]))
 
 
 def _depth_pairs(comps: list[Comparison], shallow: int, deep: int, matched: bool = False

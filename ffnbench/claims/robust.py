@@ -309,26 +309,31 @@ REQUIRED_FACTORS = ("lr", "init", "length")
 def cell_check(verdict: Verdict, where: str, cells: dict[str, list[tuple]], inherent: tuple[str, ...] = (),
                here_in_band: bool = True) -> Robustness:
     """A part's verdict in its deciding cell (`where`), checked against the same part read in the cells that vary
-    one factor (`cells`: factor → [(the cell in words, its verdict[, in the practice band])]), as `check` does: a
-    decided verdict stands only where every other in-band cell gives the same verdict (else inconclusive
-    (X-dependent)); a cell outside the band is shown with its label, and a part read outside it (`here_in_band`
-    False) is inconclusive (no setting in the practice band). A factor of REQUIRED_FACTORS with no in-band cell is
-    unchecked (Robustness.missing), unless the part varies it itself (`inherent`: C6 reads every lr, C5's GELU part is
-    one part per init in the band, C8's depth interaction holds the lr choice in its nested interval)."""
+    one factor (`cells`: factor → [(the cell in words, its verdict[, in the practice band, or why it cannot
+    decide])]), as `check` does: a decided verdict stands only where every other in-band cell gives the same verdict
+    (else inconclusive (X-dependent)); a cell outside the band, or one that cannot stand in for the deciding one (its
+    reason in place of the band flag: a depth pair whose depths trained unequal tokens), is shown with its label, and
+    a part read outside the band (`here_in_band` False) is inconclusive (no setting in the practice band). A factor
+    of REQUIRED_FACTORS with no in-band cell that may decide is unchecked (Robustness.missing), unless the part
+    varies it itself (`inherent`: C6 reads every lr, C5's GELU part is one part per init in the band, C8's depth
+    interaction holds the lr choice in its nested interval)."""
     out = Robustness(verdict)
     if not here_in_band:
         out.labels.append("read outside the practice band")
         out.downgrade(f"inconclusive ({NO_BAND})", f"read only at {where}, outside the band")
     for factor, (robust, dependent) in CELL_FACTORS.items():
         others = [(w, v, *(rest or (True,))) for w, v, *rest in cells.get(factor) or []]
-        inside = [(w, v) for w, v, band in others if band]
+        inside = [(w, v) for w, v, band in others if band is True]
         if factor in inherent:
             out.checked.append(factor)
             continue
         for w, v, band in others:
-            if not band:
+            if band is False:
                 out.labels.append(f"{v.verdict} outside the band")
                 out.lines.append(f"  - {v.verdict} at {w} (outside the practice band: shown, not deciding)")
+            elif band is not True:  # the reason it cannot decide
+                out.labels.append(f"{v.verdict} ({band})")
+                out.lines.append(f"  - {v.verdict} at {w} ({'' if band in w else band + ': '}shown, not deciding)")
         if not inside:
             if factor in REQUIRED_FACTORS:
                 out.unrun(factor, "no runs vary it in the practice band")

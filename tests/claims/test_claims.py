@@ -801,9 +801,10 @@ def test_c8s_depth_interaction_is_read_at_matched_tokens_where_that_pair_ran_els
         "depth interaction = +0.00" in result.effect, result.effect
 
 
-def test_c8s_interaction_at_four_times_the_tokens_without_a_matched_pair_says_its_depths_trained_unequal_tokens():
+def test_c8s_interaction_at_four_times_the_tokens_without_a_matched_pair_is_shown_and_leaves_length_unchecked():
     """The deciding interaction at matched tokens (2 layers at 12, 4 layers at 6 tokens/param); at 4× the tokens only
-    equal tokens per parameter ran (2 layers on half the tokens of 4): the length cell is read, and says so."""
+    equal tokens per parameter ran (2 layers on half the tokens of 4): that cell reads depth and length at once, so
+    it is shown, says so, and cannot decide: the interaction's length is unchecked."""
     def with_tokens(records, tokens):
         for r in records:
             r["tokens"] = tokens[(r["config"]["model"]["n_layer"], r["config"]["trainer"].get("tokens_per_param"))]
@@ -814,9 +815,20 @@ def test_c8s_interaction_at_four_times_the_tokens_without_a_matched_pair_says_it
     matched = [r for r in _depth_cell(0.10, 0.10, **{"trainer.tokens_per_param": 12})
                if r["config"]["model"]["n_layer"] == 2]
     longer = _depth_cell(0.05, 0.05, **{"trainer.tokens_per_param": 24})
-    details = "\n".join(verdicts(with_tokens(base + matched + longer, tokens))["C8"].details)
+    result = verdicts(with_tokens(base + matched + longer, tokens))["C8"]
+    details = "\n".join(result.details)
     line = next(x for x in details.splitlines() if "24 tokens/param" in x and "2 and 4 layers" in x)
     assert "24 tokens/param), " in line and "(depth confounded with tokens: 2.40M and 4.80M tokens)" in line, line
+    assert line.endswith("(shown, not deciding)"), line
+    interaction = result.effect.split("depth interaction = ")[1]
+    assert "(depth confounded with tokens)" in interaction and "length unchecked" in interaction, interaction
+    # with a matched pair at 4× too (2 layers at 48 tokens/param), the length cell decides
+    tokens[(2, 48)] = 4.8e6
+    longer_matched = [r for r in _depth_cell(0.05, 0.05, **{"trainer.tokens_per_param": 48})
+                      if r["config"]["model"]["n_layer"] == 2]
+    result = verdicts(with_tokens(base + matched + longer + longer_matched, tokens))["C8"]
+    interaction = result.effect.split("depth interaction = ")[1]
+    assert "length unchecked" not in interaction and "confounded" not in interaction, interaction
 
 
 def test_c5s_gelu_reading_under_an_init_outside_the_band_is_shown_never_a_part():
