@@ -25,30 +25,27 @@ ROOT = Path("runs/cpu_robust")  # campaign.sh's run directory, relative to the r
 ENDED = ("finished", "diverged", "failed")  # a failed run is campaign.sh's to retry: it holds nothing back
 
 
-def unfinished(runs: Path) -> tuple[set[str], list[str]]:
+def unfinished(runs: Path, status: dict[str, str]) -> tuple[set[str], list[str]]:
     """The latest sweep's runs (runs/sweep.json, written as it plans each round), and those that have not ended
-    (no result yet, or one still running or interrupted); no runs when there is no manifest."""
+    (`status`, by run directory: no result yet, or one still running or interrupted); no runs when there is no
+    manifest."""
     manifest = runs / "sweep.json"
     if not manifest.exists():
         return set(), []
     names = {Path(r).name for r in json.loads(manifest.read_text())["runs"]}
-    return names, sorted(n for n in names if (r := RunResult.read(runs / n)) is None or r.status not in ENDED)
+    return names, sorted(n for n in names if status.get(n) not in ENDED)
 
 
 def main(runs: Path, with_unfinished_arm: bool = False) -> None:
-    done = []
-    for run_dir in sorted(p.parent for p in runs.glob("*/result.json")):
-        result = RunResult.read(run_dir)
-        if result is not None and result.status in ("finished", "diverged"):
-            done.append(result)
-    done.sort(key=lambda r: r.run_name)
+    results = {p.parent.name: r for p in runs.glob("*/result.json") if (r := RunResult.read(p.parent)) is not None}
+    done = sorted((r for r in results.values() if r.status in ("finished", "diverged")), key=lambda r: r.run_name)
     # a published record never changes: its line stays byte for byte as published (a reader migrates it), so a
     # snapshot adds lines and rewrites none
     published = {}
     if (HERE / "results.jsonl").exists():
         for line in (HERE / "results.jsonl").read_text().splitlines(keepends=True):
             published[json.loads(line)["run_name"]] = line
-    arm, pending = unfinished(runs)
+    arm, pending = unfinished(runs, {name: r.status for name, r in results.items()})
     if pending and not with_unfinished_arm:
         kept = [r for r in done if r.run_name in published or r.run_name not in arm]
         if len(kept) < len(done):

@@ -161,11 +161,11 @@ def c8(obs: Observations) -> Evidence:
     shallow, deep = _depth_pair(comps, depths[0], depths[-1], prefer=(deciding[0], deciding[-1]))
     # depth at matched tokens where the sweep ran it (the deep side the deciding one): else depth and length move
     # together, and the interaction says so
-    at_matched = [(s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1], matched=True)
+    matched_pairs = _depth_pairs(comps, depths[0], depths[-1], matched=True)
+    at_matched = [(s, d) for s, d in matched_pairs
                   if deep is not None and d is deep and s.key.factor("trainer.tokens_per_param")
                   != d.key.factor("trainer.tokens_per_param")]
-    confounded = not at_matched and shallow is not None and not robust.matched(robust.tokens(shallow),
-                                                                                robust.tokens(deep))
+    confounded = not at_matched and shallow is not None and _confounded((shallow, deep))
     if at_matched:
         shallow, deep = at_matched[0]
     if shallow is None:
@@ -179,12 +179,10 @@ def c8(obs: Observations) -> Evidence:
     # check: its sign at every pair of judged lrs at both depths (where both were judged at their neighbours)
     rest = without_factor(deep.key, "model.n_layer")  # the deep side: at matched tokens the shallow one trains longer
     # each cell's pair keyed by its deep side, at matched tokens where the deciding pair is and the cell ran one
-    same_lrs = [(s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1])
-                if (s.best_lr, s.protocol) == (shallow.best_lr, shallow.protocol)]  # lrs chosen as the deciding pair's
-    if at_matched:
-        same_lrs += [(s, d) for s, d in _depth_pairs(comps, depths[0], depths[-1], matched=True)
-                     if (s.best_lr, s.protocol) == (shallow.best_lr, shallow.protocol)]
-    others = {without_factor(d.key, "model.n_layer"): (s, d) for s, d in same_lrs}
+    pairs = _depth_pairs(comps, depths[0], depths[-1])
+    pairs += matched_pairs if at_matched else []
+    others = {without_factor(d.key, "model.n_layer"): (s, d) for s, d in pairs
+              if (s.best_lr, s.protocol) == (shallow.best_lr, shallow.protocol)}  # lrs chosen as the deciding pair's
 
     def where(pair: tuple[Comparison, Comparison]) -> str:
         """The pair's setting, saying the tokens each depth trained where they differ in tokens per parameter
