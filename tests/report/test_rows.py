@@ -43,6 +43,9 @@ def test_labels_the_verdict_names_are_left_out_and_those_that_change_its_reading
                               Headline("d", _diff(0.01, -0.01, 0.03)), labels))
     assert row[1] == "**inconclusive** (init, length unchecked)"
     assert row[4] == "reverses at init std 0.16, outside practice; lr-sensitive"  # one outside-practice label
+    named = summary_row(_result(Verdict(INCONCLUSIVE, "inconclusive (lr-dependent): the differences at other lrs"),
+                                Headline("d", _diff(0.01, -0.01, 0.03)), ["lr-dependent", "reduced grid"]))
+    assert named[4] == "reduced grid"  # the verdict column already says lr-dependent
     assert summary_row(_result(Verdict(SUPPORTED, "x"), Headline("d", _diff(0.1, 0.05, 0.2)), ["lr-robust"]))[4] \
         == "lr-robust"
     assert summary_row(_result(Verdict(SUPPORTED, "x"), Headline("d", _diff(0.1, 0.05, 0.2))))[4] == "–"
