@@ -69,12 +69,13 @@ def test_a_failed_run_holds_nothing_back_a_run_never_made_does_until_asked(tmp_p
     assert _published(out) == ["arm-a", "arm2-a"]
 
 
-def test_nothing_to_publish_is_an_error_that_writes_nothing(tmp_path):
+def test_nothing_to_publish_is_an_error_that_writes_nothing(tmp_path, capsys):
     runs, out = tmp_path / "runs", tmp_path / "out"
     out.mkdir()
     _run(runs, "arm-a", 0)
     (runs / "sweep.json").write_text(json.dumps({"runs": ["runs/x/arm-a", "runs/x/arm-b"]}))
-    with pytest.raises(SystemExit, match="no finished run to publish"):
+    with pytest.raises(SystemExit) as exit_:
         _snapshot(out).main(runs)
+    assert exit_.value.code == 2 and "no finished run to publish" in capsys.readouterr().err
     assert not (out / "results.jsonl").exists()
 

@@ -54,8 +54,9 @@ def main(runs: Path, with_unfinished_arm: bool = False) -> None:
                   "good, --with-unfinished-arm publishes them")
         done = kept
     if not done:
-        sys.exit(f"{runs}: no finished run to publish (expected <run>/result.json); run "
-                 "experiments/cpu-robust/campaign.sh")
+        print(f"{runs}: no finished run to publish (expected <run>/result.json); run "
+              "experiments/cpu-robust/campaign.sh", file=sys.stderr)
+        sys.exit(2)  # bad input, as every ffnbench command says it: one line, exit 2, nothing written
     with atomic_file(HERE / "results.jsonl") as f:
         f.write("".join(published.get(r.run_name) or r.jsonl_line() for r in done).encode())
 
