@@ -233,15 +233,6 @@ def test_a_run_worse_than_chance_finishes_without_learning_and_a_warmup_longer_t
     assert lines[-1].startswith("ffnbench: finished without learning: val loss ")
 
 
-def test_a_run_shorter_than_its_warmup_is_the_only_one_told_so():
-    from ffnbench.train import warmup_note
-
-    assert warmup_note(50, 51) is None
-    assert warmup_note(50, 50).startswith("optim.warmup_steps=50 is not shorter than the run (50 steps): the warmup "
-                                          "is cut to 49 steps")
-    assert "cut to 0 steps" in warmup_note(10, 1)
-
-
 def test_train_yaml_states_the_rounding_rule_of_multiple_of_that_the_code_applies():
     from ffnbench.config.compose import CONF_DIR
     from ffnbench.model.ffn import round_to_multiple
@@ -318,19 +309,6 @@ def test_the_command_on_a_full_disk_says_so_in_one_line_and_exits_non_zero(cache
     assert out.stderr.rstrip().endswith("then rerun the same command to start it again")
     assert not list((tmp_path / "run").rglob("*.tmp"))
     assert RunResult.read(tmp_path / "run").status == "failed"
-
-
-def test_the_last_line_rounds_the_losses_and_a_stop_says_where_it_resumes():
-    from ffnbench.train import finished_line, stopped_line
-
-    assert finished_line("finished", {"final_val_loss": 2.659558157242941, "final_val_bpb": 3.83696}, Path("r.json")) \
-        == "ffnbench: finished: val loss 2.6596, val bpb 3.8370 → r.json"
-    assert finished_line("diverged", {"final_val_loss": None, "final_val_bpb": None}, Path("r.json")) \
-        == "ffnbench: diverged: val loss None, val bpb None → r.json"
-    assert stopped_line("Ctrl-C", 23, 20, Path("c/last.ckpt")) == \
-        "stopped by Ctrl-C at step 23; checkpoint at step 20 (c/last.ckpt): rerun the same command to resume"
-    assert stopped_line("SIGTERM", 3, None, Path("c/last.ckpt")) == \
-        "stopped by SIGTERM at step 3; no checkpoint yet: rerun the same command to start it again"
 
 
 @pytest.mark.parametrize("where", ["proc", "file", "under_a_file", "run_dir", "multirun"])
