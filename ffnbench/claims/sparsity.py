@@ -15,7 +15,7 @@ from ffnbench.claims.band import in_band, outside
 from ffnbench.claims.claim import Evidence, Headline, Observations, min_n
 from ffnbench.claims.formatting import fmt_ci, fmt_interval, fmt_mean_std
 from ffnbench.claims.lr_protocol import best_lr, chosen_lrs, tuning_key
-from ffnbench.claims.pairing import PairKey, matched_key, textbook_rank
+from ffnbench.claims.pairing import PairKey, matched_key, textbook_rank, without_factor
 from ffnbench.claims.robust import LR_TUNING_ONLY, Robustness, cell_check, other_cells
 from ffnbench.claims.runs import (
     INIT_FACTORS,
@@ -87,18 +87,18 @@ def trained_runs(runs: list[Run], act: str, tuning: Iterable[Run] = (), base: Se
     groups.pop(None, None)
     if not any(r.usable for g in groups.values() for r in g):
         return None, None, []
-    target = dict(base or ())
-
-    def differs(k: PairKey) -> int:
-        mine = dict(k.setting)
-        return sum(mine.get(f) != v for f, v in target.items()) + len(set(mine) - set(target))
-
-    key = min(groups, key=lambda k: (textbook_rank(k), differs(k), -sum(r.usable for r in groups[k]),
+    key = min(groups, key=lambda k: (textbook_rank(k), _differs(k, base or ()), -sum(r.usable for r in groups[k]),
                                      dict(k.setting).get("trainer.tokens_per_param") or 0, repr(k)))
     chosen = chosen_lrs(tuning)
     tuned = {chosen[tuning_key(r)] for r in groups[key] if tuning_key(r) in chosen}
     lr = tuned.pop() if len(tuned) == 1 else best_lr(groups[key])
     return key, lr, [r for r in groups[key] if r.lr == lr]
+
+
+def _differs(key: PairKey, target: Setting) -> int:
+    """In how many model factors `key`'s setting differs from `target`."""
+    mine, theirs = dict(key.setting), dict(target)
+    return sum(mine.get(f) != v for f, v in theirs.items()) + len(set(mine) - set(theirs))
 
 
 Read = Callable[[list[Run]], Verdict]  # the part's verdict from the runs of one cell at its lr
@@ -135,17 +135,20 @@ def part_robustness(obs: Observations, act: str, key: PairKey, lr: float, verdic
 
 def _per_seed_at_init(measured: list[Run], act: str, base: Setting, at_init: Callable[[Run], float | None]
                       ) -> dict[int, float]:
-    """`act`'s value at init, one per seed: over the runs of the base setting's network at any lr and length (a
-    seed's runs of one network share their weights at init: the lr and the length act later); where that network
-    has none, over the runs of its init convention; else over all. Another depth, width or init is another network at
-    init, and its runs of the same seed are not the same sample."""
-    network = setting_without(base, "trainer.tokens_per_param")
-    for keep in (lambda r: setting_without(r.setting, "trainer.tokens_per_param") == network,
-                 lambda r: init_name(r.setting) == init_name(base), lambda r: True):
-        values = per_seed_mean([r for r in measured if r.act == act and keep(r)], at_init)
-        if values:
-            return values
-    return {}
+    """`act`'s value at init, one per seed, read off one network: its runs at any lr and length (a seed's runs of one
+    network share their weights at init: the lr and the length act later). The network is the one trained_runs
+    ranks first, with the length set aside: the textbook FFN (4× budget, no bias, no rounding) in the base
+    setting's network, else in the network that differs from it in the fewest factors, then the most seeds. Never a
+    pool of networks: another depth, width, init or bias is another network at init, and its run of the same seed
+    is not the same sample."""
+    length = "trainer.tokens_per_param"
+    networks = group_by((r for r in measured if r.act == act and at_init(r) is not None),
+                        lambda r: None if (k := matched_key(r)) is None else without_factor(k, length))
+    networks.pop(None, None)
+    target = setting_without(base, length)
+    ranked = sorted(networks, key=lambda k: (textbook_rank(k), _differs(k, target),
+                                             -len(per_seed_mean(networks[k], at_init)), repr(k)))
+    return per_seed_mean(networks[ranked[0]], at_init) if ranked else {}
 
 
 def c5(obs: Observations) -> Evidence:

@@ -542,6 +542,28 @@ def test_c5_reads_relu_at_init_over_the_base_settings_network_not_another_depth_
     assert dict(result.parts)["relu about half at init (the article's snippet: random weights)"].verdict == SUPPORTED
 
 
+def test_c5_reads_relu_at_init_off_one_network_where_the_base_has_none():
+    """relu never ran in the base network (gelu did): at init the claim reads one network, the nearest with the most
+    seeds (4 layers, seeds 0-2, about 0.5 zero), never a pool of it and a 0.3 network of the same seeds (2 layers at 1x,
+    2 seeds), pooled per seed, would read 0.4 for seeds 0 and 1."""
+    base = [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in range(4)]
+    deeper = [make_record("relu", s, 3.0, zero_init=0.5 + 0.001 * s, zero_final=0.5, n_layer=4) for s in (0, 1, 2)]
+    narrower = [make_record("relu", s, 3.0, zero_init=0.3, zero_final=0.5, budget=1) for s in (0, 1)]
+    result = verdicts(base + deeper + narrower)["C5"]
+    assert result.headline.value.mean == pytest.approx(0.501) and result.headline.value.n == 3, result.effect
+    assert dict(result.parts)["relu about half at init (the article's snippet: random weights)"].verdict == SUPPORTED
+
+
+def test_c5_reads_gelu_at_init_off_its_textbook_network_not_its_bias_arm():
+    """At init gelu without bias has no hard zeros; a bias arm of the same seeds (made to zero 4%) is another
+    network: pooled, every seed would read 2%, over the 1% tolerance. The part reads the no-bias network alone."""
+    relu = [make_record("relu", s, 3.0, zero_init=0.5, zero_final=0.5) for s in (0, 1, 2)]
+    gelu = [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in (0, 1, 2)]
+    biased = [make_record("gelu", s, 3.0, zero_init=0.04, zero_final=0.0, bias=True) for s in (0, 1, 2)]
+    assert dict(verdicts(relu + gelu + biased)["C5"].parts)["gelu no hard zeros at init"].verdict == SUPPORTED
+    assert dict(verdicts(relu + biased)["C5"].parts)["gelu no hard zeros at init"].verdict == CONTRADICTED
+
+
 def _dead_in_cells(dead: dict[str, float]) -> list[dict]:
     """C6 in each cell of `dead` (CELLS): relu best at 0.001 (2% dead), its dead fraction at 0.03 the cell's."""
     return [make_record("relu", s, loss, lr=lr, dead=d + (0.01, -0.01, 0.005)[s], config=CELLS[cell])
