@@ -53,9 +53,10 @@ def _p_beyond(x: Paired | Summary, threshold: float, above: bool) -> float:
     """One-sided p-value of "the true value is not above `threshold`" (above=True) or "not below it":
     small when the data say it is. From the t distribution the interval used (se, df), or for a bootstrap
     the share of replicate means on the wrong side, so that "the 95% interval excludes the threshold" and
-    "p ≤ 0.025" are the same statement. A bootstrap's p is at least 1/(B + 1) (B replicates: none on the wrong
-    side says p < 1/B, not 0, which would pass any multiplicity correction); an interval widened to contain another
-    (Paired.within) takes the larger of the two p-values."""
+    "p < 0.025" are the same statement (with exactly 2.5% of the replicates on the wrong side, the inverted-CDF
+    interval ends on one of them: p = 0.025 excludes nothing). A bootstrap's p is at least 1/(B + 1) (B replicates:
+    none on the wrong side says p < 1/B, not 0, which would pass any multiplicity correction); an interval widened
+    to contain another (Paired.within) takes the larger of the two p-values."""
     if x.boot:
         b = np.asarray(x.boot)
         p = max(float(np.mean(b <= threshold) if above else np.mean(b >= threshold)), 1.0 / (len(b) + 1))

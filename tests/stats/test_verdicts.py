@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from ffnbench.stats.intervals import one_sample, summarize, welch
+from ffnbench.stats.intervals import Paired, one_sample, summarize, welch
 from ffnbench.stats.rates import rate_difference
 from ffnbench.stats.verdicts import (
     CONTRADICTED,
@@ -120,6 +120,20 @@ def test_verdicts_carry_the_one_sided_p_of_their_decision(values, rule, expected
         assert verdict.verdict == expected and verdict.p_value == pytest.approx(p, rel=1e-9)
         # the interval decides exactly when the two-sided equivalent is significant at 5%
         assert (2 * verdict.p_value < 0.05) == (expected != INCONCLUSIVE)
+
+
+@pytest.mark.parametrize(("at_or_below", "expected"), [(49, SUPPORTED), (50, INCONCLUSIVE)])
+def test_a_bootstrap_interval_excludes_zero_exactly_when_its_p_is_below_0_025(at_or_below, expected):
+    """2,000 replicates, `at_or_below` of them ≤ 0, the interval as the bootstrap takes it (inverted-CDF quantiles):
+    49 (2.45%) put its low end above 0 and p below 0.025; 50 (exactly 2.5%) put it at a replicate ≤ 0, p = 0.025,
+    and the verdict stays open, so p = 0.025 is never a decision the interval does not make."""
+    boot = np.sort(np.concatenate([np.linspace(-0.02, 0.0, at_or_below), np.linspace(0.001, 0.05, 2000 - at_or_below)]))
+    low, high = np.quantile(boot, [0.025, 0.975], method="inverted_cdf")
+    result = Paired(5, float(boot.mean()), 0.01, float(low), float(high), None, (0, 1, 2, 3, 4), "bootstrap",
+                    boot=tuple(boot.tolist()))
+    verdict = verdict_better(result)
+    assert verdict.verdict == expected and verdict.p_value == pytest.approx(at_or_below / 2000)
+    assert (verdict.p_value < 0.025) == (low > 0) == (expected == SUPPORTED)
 
 
 def test_welch_verdict_p_uses_welchs_t():
