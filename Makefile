@@ -36,7 +36,7 @@ test-slow: $(STAMP) ## only the slow checks
 
 MIN_VENV := .venv-min
 # the tests that touch Lightning, torch's training path, Hydra's launchers and submitit
-MIN_TESTS := tests/training/test_module.py tests/test_train.py tests/integration tests/test_placement.py tests/test_ddp.py tests/training/test_callbacks.py tests/training/test_loggers.py tests/sweep/test_*.py
+MIN_TESTS := tests/training/test_module.py tests/test_train.py tests/test_fit.py tests/integration tests/test_placement.py tests/test_ddp.py tests/training/test_callbacks.py tests/training/test_loggers.py tests/sweep/test_*.py
 
 test-min: ## the Lightning/Hydra/submitit tests at the lowest versions pyproject.toml allows (a separate venv; not in make test)
 	@test -x $(MIN_VENV)/bin/python || $(PYTHON) -m venv $(MIN_VENV)

@@ -41,7 +41,7 @@ def process_start(overrides: list[str], timeout: float = 300) -> dict[str, Any]:
 
 
 def validation_counts(steps: int, val_every: int, ckpt_every: int) -> tuple[int, int]:
-    """(validations inside fit, checkpoints written) of a fresh run of `steps` steps, as train.py makes them: a
+    """(validations inside fit, checkpoints written) of a fresh run of `steps` steps, as fit.py makes them: a
     validation every val_every steps (besides step 0's and the final one), a checkpoint every ckpt_every steps and
     one at the end when the last step is not such a step."""
     return steps // val_every, steps // ckpt_every + (1 if steps % ckpt_every else 0)
@@ -49,7 +49,7 @@ def validation_counts(steps: int, val_every: int, ckpt_every: int) -> tuple[int,
 
 def sweep_run(experiment: str, group_overrides: list[str]) -> dict[str, Any]:
     """What one run of `experiment` in a model group does besides training: its steps, validation sets, and how
-    many validations and checkpoints it makes (train.py: validation at step 0, every val_every steps in fit, and a
+    many validations and checkpoints it makes (fit.py: validation at step 0, every val_every steps in fit, and a
     final one over val_tokens + final_val_tokens; a checkpoint every ckpt_every steps and at the end)."""
     from ffnbench.config.compose import compose
     from ffnbench.config.schema import run_spec

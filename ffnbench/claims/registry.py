@@ -137,8 +137,8 @@ CLAIMS: tuple[Claim, ...] = (
         needs="every relu and gelu run's ffn_stats (init: the validation pass at step 0; final: after training)",
         rule=f"two readings, each a part with its own verdict, and both must hold: at init (the article's snippet: "
              f"random weights; one value per seed, off one network's runs at any lr and length: the textbook network "
-             f"(a 4× budget, no bias) of the base setting's, else of the closest, then the most seeds; never a pool of "
-             f"networks) and after training (each activation in the sweep's "
+             f"(a 4× budget, no bias, no rounding) first, then the network closest to the base setting's, then the "
+             f"most seeds; never a pool of networks) and after training (each activation in the sweep's "
              f"base setting, and gelu under another init in the base setting with only the init changed, where it "
              f"ran there, else in the matched setting closest to it, the textbook network first (a 4× budget, no "
              f"bias), then the most runs; at its best lr; one value per seed). In each, relu's zero fraction: "

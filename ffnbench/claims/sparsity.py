@@ -96,7 +96,7 @@ def trained_runs(runs: list[Run], act: str, tuning: Iterable[Run] = (), base: Se
 
 
 def _differs(key: PairKey, target: Setting) -> int:
-    """In how many model factors `key`'s setting differs from `target`."""
+    """In how many factors (model and run: runs.MODEL_FACTORS, RUN_FACTORS) `key`'s setting differs from `target`."""
     mine, theirs = dict(key.setting), dict(target)
     return sum(mine.get(f) != v for f, v in theirs.items()) + len(set(mine) - set(theirs))
 
@@ -135,20 +135,22 @@ def part_robustness(obs: Observations, act: str, key: PairKey, lr: float, verdic
 
 def _per_seed_at_init(measured: list[Run], act: str, base: Setting, at_init: Callable[[Run], float | None]
                       ) -> dict[int, float]:
-    """`act`'s value at init, one per seed, read off one network: its runs at any lr and length (a seed's runs of one
-    network share their weights at init: the lr and the length act later). The network is the one trained_runs
-    ranks first, with the length set aside: the textbook FFN (4× budget, no bias, no rounding) in the base
-    setting's network, else in the network that differs from it in the fewest factors, then the most seeds. Never a
-    pool of networks: another depth, width, init or bias is another network at init, and its run of the same seed
-    is not the same sample."""
+    """`act`'s value at init, one per seed, read off one network: its usable runs at any lr and length (a seed's runs
+    of one network share their weights at init: the lr and the length act later). The network: the textbook FFN
+    (pairing.textbook_rank: 4× budget, no bias, no rounding) first, then the fewest factors differing from the base
+    setting, the length set aside (as trained_runs ranks them), then the most seeds. Never a pool of networks:
+    another depth, width, init or bias is another network at init, and its run of the same seed is not the same
+    sample."""
     length = "trainer.tokens_per_param"
-    networks = group_by((r for r in measured if r.act == act and at_init(r) is not None),
+    networks = group_by((r for r in measured if r.act == act and r.usable and at_init(r) is not None),
                         lambda r: None if (k := matched_key(r)) is None else without_factor(k, length))
     networks.pop(None, None)
+    if not networks:
+        return {}
     target = setting_without(base, length)
-    ranked = sorted(networks, key=lambda k: (textbook_rank(k), _differs(k, target),
-                                             -len(per_seed_mean(networks[k], at_init)), repr(k)))
-    return per_seed_mean(networks[ranked[0]], at_init) if ranked else {}
+    key = min(networks, key=lambda k: (textbook_rank(k), _differs(k, target),
+                                       -len(per_seed_mean(networks[k], at_init)), repr(k)))
+    return per_seed_mean(networks[key], at_init)
 
 
 def c5(obs: Observations) -> Evidence:

@@ -46,7 +46,7 @@ class LMDataModule(L.LightningDataModule):
         self.val_offsets: np.ndarray | None = None
         self.final_val_offsets: np.ndarray | None = None  # data.final_val_tokens' windows, capped at the split
         self.final_val_bytes_per_token: float | None = None
-        # Set for the final validation (train.py, after fit): the dataloader then serves the periodic windows and,
+        # Set for the final validation (fit.py, after fit): the dataloader then serves the periodic windows and,
         # after them, the final set's, marked (batches.FINAL_MARK).
         self.final = False
         self._token_dir: Path | None = None

@@ -17,7 +17,7 @@ from ffnbench.report.load import Loaded, Unused, checked, classify
 from ffnbench.runs.migrate import migrate_config
 from ffnbench.runs.result import METRICS, RunResult, ffn_record, model_record, summary_key
 
-# W&B run states → result.json statuses (a W&B summary's own "status", logged by train.py, wins)
+# W&B run states → result.json statuses (a W&B summary's own "status", logged by fit.py, wins)
 WANDB_STATES = {"finished": "finished", "running": "running", "crashed": "failed", "failed": "failed",
                 "killed": "failed"}
 

@@ -16,7 +16,7 @@ result.json (`instabilities`) and counted in the report, never a reason to drop 
   `plateau_margin` nats of the unigram loss (a longer run in that state is a plateau that did not recover). Step: the
   run's last; size: its final loss (nats). Its final loss is no sample of its variant's noise: `failed_to_learn`.
 
-Pure functions of numbers: the run records them when it ends (train.py), and the report recounts records that
+Pure functions of numbers: the run records them when it ends (fit.py), and the report recounts records that
 predate them from their curves (validation curve for a spike when no training curve was recorded)."""
 
 from __future__ import annotations

@@ -543,15 +543,26 @@ def test_c5_reads_relu_at_init_over_the_base_settings_network_not_another_depth_
 
 
 def test_c5_reads_relu_at_init_off_one_network_where_the_base_has_none():
-    """relu never ran in the base network (gelu did): at init the claim reads one network, the nearest with the most
-    seeds (4 layers, seeds 0-2, about 0.5 zero), never a pool of it and a 0.3 network of the same seeds (2 layers at 1x,
-    2 seeds), pooled per seed, would read 0.4 for seeds 0 and 1."""
+    """relu never ran in the base network (2 layers: gelu's 4 seeds). Two networks one factor from it did: 4 layers
+    (seeds 0-2, about 0.5 zero) and 1 layer (seeds 0-1, 0.3). At init the claim reads the one with more seeds,
+    never a pool of the two (which, per seed, reads 0.4 for seeds 0 and 1)."""
     base = [make_record("gelu", s, 3.0, zero_init=0.0, zero_final=0.0) for s in range(4)]
     deeper = [make_record("relu", s, 3.0, zero_init=0.5 + 0.001 * s, zero_final=0.5, n_layer=4) for s in (0, 1, 2)]
-    narrower = [make_record("relu", s, 3.0, zero_init=0.3, zero_final=0.5, budget=1) for s in (0, 1)]
-    result = verdicts(base + deeper + narrower)["C5"]
+    shallower = [make_record("relu", s, 3.0, zero_init=0.3, zero_final=0.5, n_layer=1) for s in (0, 1)]
+    result = verdicts(base + deeper + shallower)["C5"]
     assert result.headline.value.mean == pytest.approx(0.501) and result.headline.value.n == 3, result.effect
     assert dict(result.parts)["relu about half at init (the article's snippet: random weights)"].verdict == SUPPORTED
+
+
+def test_c5_reads_relu_at_init_in_the_base_network_before_a_farther_one_with_more_seeds():
+    """The base network (2 layers, seeds 0-2, about 0.5) against a 1-layer network of 5 seeds at 0.3: closeness to
+    the base setting ranks before the seed count (and before the name's order, where 1 layer sorts first); a 1×
+    width in the base setting (0.3, 5 seeds) is no textbook network and ranks after both."""
+    base = [make_record("relu", s, 3.0, zero_init=0.5 + 0.001 * s, zero_final=0.5) for s in (0, 1, 2)]
+    shallower = [make_record("relu", s, 3.0, zero_init=0.3, zero_final=0.5, n_layer=1) for s in range(5)]
+    narrower = [make_record("relu", s, 3.0, zero_init=0.3, zero_final=0.5, budget=1) for s in range(5)]
+    result = verdicts(base + shallower + narrower)["C5"]
+    assert result.headline.value.mean == pytest.approx(0.501) and result.headline.value.n == 3, result.effect
 
 
 def test_c5_reads_gelu_at_init_off_its_textbook_network_not_its_bias_arm():
