@@ -10,10 +10,10 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
-ARMS = ("1 headline", "2 fan_in init", "3 length 4x", "4 other claims", "5 neighbours at 1x", "6 C8 and C7 under fan_in",
-        "7 length 4x under fan_in", "8 C1 under fan_in", "9 tiny (d_model 128)", "qk-norm + z-loss (cpu_robust_more)",
-        "10 depth at matched tokens", "11 every claim at 4x under fan_in", "12 init gain 0.55", "13 power at d_model 128",
-        "14 init gain 0.32", "15 C1 at 4x under fan_in")
+ARMS = ("1 headline", "2 fan_in init", "3 length 4x", "4 other claims", "5 neighbours at 1x",
+        "6 C8 and C7 under fan_in", "7 length 4x under fan_in", "8 C1 under fan_in", "9 tiny (d_model 128)",
+        "qk-norm + z-loss (cpu_robust_more)", "10 depth at matched tokens", "11 every claim at 4x under fan_in",
+        "12 init gain 0.55", "13 power at d_model 128", "14 init gain 0.32", "15 C1 at 4x under fan_in")
 
 
 def new_arm(r: dict) -> str | None:
