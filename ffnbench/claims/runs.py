@@ -155,16 +155,19 @@ def init_name(setting: Setting) -> str:
     return f"{init} {float(s.get('model.init_gain') or 1.0):g}" if init == "scaled" else str(init)
 
 
-def short_setting(setting: Setting) -> str:
-    """A setting in a table cell's few words: 'mini d64 4L, 6 tok/p, fan_in' (a fixed budget: 'at fixed params')."""
+def short_setting(setting: Setting, named: bool = True) -> str:
+    """A setting in a table cell's few words: 'mini d64 4L, 6 tok/p, fan_in', and what else differs from the default
+    ('fixed params', 'matched FFN init', 'qk-norm', 'z-loss'); named=False leaves out the model's name, for a figure's
+    legend: 'd64 4L, 6 tok/p, fan_in'."""
     s = dict(setting)
-    words = [f"{s.get('model.name')} d{s.get('model.d_model')} {s.get('model.n_layer')}L"
+    words = [(f"{s.get('model.name')} " if named else "") + f"d{s.get('model.d_model')} {s.get('model.n_layer')}L"
              + (" fixed params" if s.get("model.non_embedding_params") else "")]
     if s.get("trainer.tokens_per_param") is not None:
         words.append(f"{s['trainer.tokens_per_param']:g} tok/p")
     words.append(init_name(setting))
-    if s.get("model.qk_norm") or s.get("optim.z_loss"):
-        words.append("qk-norm, z-loss")
+    if s.get("model.ffn_init") not in (None, REFERENCE["model.ffn_init"]):
+        words.append(f"{s['model.ffn_init']} FFN init")
+    words += [word for key, word in (("model.qk_norm", "qk-norm"), ("optim.z_loss", "z-loss")) if s.get(key)]
     return ", ".join(words)
 
 

@@ -240,6 +240,22 @@ def test_a_setting_names_its_budget_and_an_initialisation_other_than_the_default
         "mini at a fixed 3e+04 non-embedding params (4 layers; d_model solved per FFN, matched FFN init)"
 
 
+def test_a_setting_in_few_words_names_every_factor_that_differs_from_the_default():
+    """A table cell's and a figure legend's words (short_setting): two settings that differ only in the FFN init, or
+    only in qk-norm or z-loss, never read alike."""
+    from ffnbench.claims.runs import short_setting
+
+    base = (("model.name", "mini"), ("model.d_model", 64), ("model.n_layer", 4), ("model.ffn_init", "gpt2"),
+            ("model.init", "fan_in"), ("model.qk_norm", False), ("trainer.tokens_per_param", 6), ("optim.z_loss", 0.0))
+    assert short_setting(base) == "mini d64 4L, 6 tok/p, fan_in"
+    assert short_setting(base, named=False) == "d64 4L, 6 tok/p, fan_in"
+    changed = {"model.ffn_init": "matched", "model.qk_norm": True, "optim.z_loss": 1e-4}
+    words = {k: short_setting(tuple((f, changed[f] if f == k else v) for f, v in base)) for k in changed}
+    assert words == {"model.ffn_init": "mini d64 4L, 6 tok/p, fan_in, matched FFN init",
+                     "model.qk_norm": "mini d64 4L, 6 tok/p, fan_in, qk-norm",
+                     "optim.z_loss": "mini d64 4L, 6 tok/p, fan_in, z-loss"}
+
+
 def test_a_finished_run_without_a_validation_loss_counts_as_diverged_and_tuning_runs_are_marked():
     record = make_record("gelu", loss=3.0, config={"tuning": True})
     record["metrics"]["final_val_loss"] = math.nan

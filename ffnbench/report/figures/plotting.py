@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ffnbench.claims.runs import init_name
 from ffnbench.stats.intervals import Summary
 
 
@@ -36,13 +35,3 @@ def varying_labels(keys: list[tuple]) -> list[str]:
     names = [[str(v) if k == "act" else f"{k} {v}" for k, v in key] for key in keys]
     differ = [i for i in range(len(names[0])) if len({n[i] for n in names}) > 1] if names else []
     return [", ".join(n[i] for i in differ) for n in names]
-
-
-def legend_setting(setting) -> str:
-    """A setting in a legend's few words: layers, tokens per parameter, init (and d_model where it is not 64)."""
-    s = dict(setting)
-    words = [f"{s.get('model.n_layer')}L", f"{s.get('trainer.tokens_per_param') or 0:g} tok/p",
-             init_name(setting)]
-    if s.get("model.d_model") not in (None, 64):
-        words.insert(0, f"d{s.get('model.d_model')}")
-    return " ".join(words)

@@ -7,8 +7,9 @@ import statistics
 from pathlib import Path
 
 from ffnbench.claims import Run, group_by, stat_of
+from ffnbench.claims.runs import short_setting
 from ffnbench.report.comparisons import mean_of, primary_runs, variant_order
-from ffnbench.report.figures.plotting import legend_setting, pyplot, save
+from ffnbench.report.figures.plotting import pyplot, save
 
 
 def fig_sparsity(runs: list[Run], out: Path) -> str | None:
@@ -34,7 +35,7 @@ def fig_sparsity(runs: list[Run], out: Path) -> str | None:
                 get = stat_of("final", stat)
                 ax.scatter([r.lr for r in rs], [get(r) for r in rs], s=8, color=color, alpha=0.35)
                 ax.plot(lrs, [mean_of(get(r) for r in rs if r.lr == lr) for lr in lrs], style, marker="o",
-                        markersize=3, color=color, label=f"{act}, {legend_setting(setting)}")
+                        markersize=3, color=color, label=f"{act}: {short_setting(setting, named=False)}")
         axes[1].axhline(0.4, color="black", linestyle=":", linewidth=1, label="40% (C6)")
         from matplotlib.ticker import NullFormatter
 
