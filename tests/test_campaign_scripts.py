@@ -79,3 +79,18 @@ def test_nothing_to_publish_is_an_error_that_writes_nothing(tmp_path, capsys):
     assert exit_.value.code == 2 and "no finished run to publish" in capsys.readouterr().err
     assert not (out / "results.jsonl").exists()
 
+
+
+def test_help_prints_the_usage_and_an_unknown_option_is_one_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    def run(*args):
+        return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=tmp_path)
+
+    shown = run("--help")
+    assert shown.returncode == 0 and "--with-unfinished-arm" in shown.stdout and not list(tmp_path.iterdir())
+    wrong = run("--with-unfinshed-arm")
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    assert wrong.stderr == ("snapshot.py: unknown option --with-unfinshed-arm; usage: python "
+                            "experiments/cpu-robust/snapshot.py [runs/cpu_robust] [--with-unfinished-arm]\n")

@@ -76,6 +76,12 @@ def main(runs: Path, with_unfinished_arm: bool = False) -> None:
           f"{HERE / 'sweep.json'}")
 
 
+USAGE = "usage: python experiments/cpu-robust/snapshot.py [runs/cpu_robust] [--with-unfinished-arm]"
+
 if __name__ == "__main__":
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        sys.exit(print(__doc__) or 0)
+    if unknown := [a for a in sys.argv[1:] if a.startswith("-") and a != "--with-unfinished-arm"]:
+        sys.exit(print(f"snapshot.py: unknown option {unknown[0]}; {USAGE}", file=sys.stderr) or 2)
     args = [a for a in sys.argv[1:] if a != "--with-unfinished-arm"]
     main(Path(args[0]) if args else ROOT, with_unfinished_arm=len(args) < len(sys.argv) - 1)
