@@ -209,7 +209,9 @@ def _init_check(out: Robustness, best: Comparison, others: list[Comparison], min
     for c in others:
         theirs = judged(c)
         where = f"model.init={init_name(c.key.setting)} (init std {preactivation_std(c.key.setting) or 0:.2f})"
-        reverses = side(c.diff.mean or 0) != side(best.diff.mean or 0)
+        # a reversal is a decided reading on the other side, as C4's stability part defines it (its interval
+        # excludes the threshold), not a point estimate that crossed it inside the noise
+        reverses = theirs.verdict != INCONCLUSIVE and side(c.diff.mean or 0) != side(best.diff.mean or 0)
         if c in inside:
             label = INIT_ROBUST if theirs.verdict == mine.verdict else INIT_DEPENDENT
         else:
@@ -329,7 +331,8 @@ def cell_check(verdict: Verdict, where: str, cells: dict[str, list[tuple]], inhe
             continue
         for w, v, band in others:
             if band is False:
-                out.labels.append(f"{v.verdict} outside the band")
+                if f"{v.verdict} outside the band" not in out.labels:  # one label per verdict, a line per cell
+                    out.labels.append(f"{v.verdict} outside the band")
                 out.lines.append(f"  - {v.verdict} at {w} (outside the practice band: shown, not deciding)")
             elif band is not True:  # the reason it cannot decide
                 out.labels.append(f"{v.verdict} ({band})")

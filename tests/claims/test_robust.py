@@ -11,7 +11,8 @@ from fixtures.report.synthetic import tuned_arm as arm
 
 from ffnbench.claims import Run, evaluate
 from ffnbench.claims.lr_protocol import mark_neighbours
-from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from ffnbench.claims.robust import cell_check
+from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
 
 # SwiGLU better than GELU at every lr, each best at 0.004: a robust ranking
 RELU = (3.40, 3.20, 3.10, 3.15, 3.30)
@@ -254,6 +255,21 @@ def test_a_cell_outside_the_practice_band_that_reverses_the_sign_only_labels_the
     assert "model.init=gpt2 (init std 0.11)" in details and "shown, not deciding" in details
 
 
+def test_a_cell_outside_the_band_whose_estimate_crosses_zero_inside_its_noise_is_labelled_by_its_verdict():
+    """A reversal is a decided reading on the other side: an estimate of the other sign whose interval contains 0
+    (seeds that disagree) reads "inconclusive at init std ..", never "reverses"."""
+    there = {**SHORT, **GPT2}
+    gelu = [r for r in arm("gelu", GELU, 2.95, there) if r["config"].get("tuning")]
+    gelu += [make_record("gelu", s, loss, lr=0.004, config=there)  # gelu − swiglu by seed: −0.30, +0.15, −0.20
+             for s, loss in zip((0, 1, 2), (2.80, 3.25, 2.90), strict=True)]
+    result, details = c3(everywhere() + gelu + arm("swiglu", RELU, 3.10, there))
+    assert result.verdict.verdict == SUPPORTED, result.verdict
+    assert "inconclusive at init std 0.11, outside practice" in result.effect, result.effect
+    assert "reverses" not in result.effect and "reverses" not in details
+    line = next(x for x in details.splitlines() if "model.init=gpt2" in x)
+    assert "= -0.1" in line and ": inconclusive, against supported" in line, line
+
+
 def test_an_in_band_cell_that_reverses_the_sign_makes_the_verdict_inconclusive():
     flipped = everywhere(fan_in=(2.90, 3.10))  # under the other in-band init gelu is the better one
     result, _ = c3(flipped)
@@ -390,3 +406,16 @@ def test_a_judged_lr_where_some_seeds_diverged_has_no_contrast_its_survivors_do_
     result, details = c3(gelu + swiglu + judged_at("gelu", 0.004, 2.90) + [{**extra, "status": "diverged"}]
                          + [r for r in judged if r["config"]["optim"]["lr"] != 0.004 or "gelu" not in r["name"]])
     assert "interval with the lr choice" in details and "no nested interval" not in details, details
+
+
+def test_a_part_read_in_two_cells_outside_the_band_with_one_verdict_gets_one_label_and_a_line_per_cell():
+    """C5's relu after training read under GPT-2's init and at init gain 0.32: "contradicted outside the band" once
+    among the labels, each cell on its own line; a second verdict there gets its own label."""
+    no = Verdict(CONTRADICTED, "outside [0.3, 0.7]")
+    cells = {"init": [("gpt2 init", no, False), ("scaled 0.32 init", no, False), ("fan_in, 0.55", no, True)]}
+    out = cell_check(no, "fan_in", cells)
+    assert out.labels.count("contradicted outside the band") == 1, out.labels
+    assert sum("outside the practice band: shown, not deciding" in x for x in out.lines) == 2, out.lines
+    cells["init"].append(("tiny init", Verdict(INCONCLUSIVE, "an interval straddles"), False))
+    labels = cell_check(no, "fan_in", cells).labels
+    assert labels[:2] == ["contradicted outside the band", "inconclusive outside the band"], labels
