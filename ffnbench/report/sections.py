@@ -263,8 +263,9 @@ def unused_section(loaded: Loaded) -> list[str]:
 
 
 def summary_paragraph(loaded: Loaded, results: list[ClaimResult]) -> str:
-    """The opening paragraph: which judged runs (the lr-tuning runs apart: they are judged by no statistic), on
-    what data, and the count of verdicts."""
+    """The opening paragraph: which judged runs (the lr-tuning runs apart: they are judged by no statistic; the runs
+    at the chosen lrs' neighbours apart: they widen the intervals), on what data, and the count of verdicts. Every
+    run loaded is counted in one of the three, or among those not used."""
     usable = [r for r in loaded.runs if r.usable]
     if not usable:
         return (f"No usable runs in `{loaded.source}` ({len(loaded.unused)} not used, listed below). Only the "
@@ -283,8 +284,12 @@ def summary_paragraph(loaded: Loaded, results: list[ClaimResult]) -> str:
              f"{'s' if len(tuning_seeds) > 1 else ''} {', '.join(map(str, tuning_seeds))} "
              f"({sum(r.diverged for r in tuning)} diverged; they only choose each variant's lr, see Learning rates)"
              if tuning else "")
+    neighbours = [r for r in loaded.runs if r.role == "neighbour"]
+    near = (f", plus {len(neighbours)} run{'s' if len(neighbours) > 1 else ''} of the judged seeds at the chosen lrs' "
+            f"neighbours ({sum(r.diverged for r in neighbours)} diverged; they put the lr choice inside the intervals)"
+            if neighbours else "")
     text = (f"{len(finished)} finished judged runs of {len({(r.label, r.setting, r.lr) for r in finished})} variants "
-            f"({seed_list}){tuned} from the `{experiment}` sweep "
+            f"({seed_list}){tuned}{near} from the `{experiment}` sweep "
             f"on {cfg['data'].get('source')} "
             f"({cfg['data'].get('tokenizer')} tokens), "
             f"{' / '.join(f'{t:,}' for t in tokens)} training tokens per run; "

@@ -386,3 +386,18 @@ def test_the_choice_says_when_the_median_and_the_mean_disagree_and_no_lr_says_wh
     assert "| none | no lr with a finite median (1 of 2 tuning runs diverged, 1 failed or other): its judged runs " \
            "cannot run |" in row
     assert "| 0.001: ∞ (n=2) (1 diverged, 1 failed or other) |" in row  # the failed run is counted where it ran
+
+
+def test_summary_counts_the_runs_at_the_chosen_lrs_neighbours_apart(tmp_path):
+    """Judged, lr-tuning and neighbour runs add up to every run loaded: relu chooses 0.002 and each judged seed also
+    ran at its neighbours 0.00141 and 0.00283 (lr_protocol.judge_neighbours)."""
+    tuning = [tuning_record("relu", s, lr, loss + 0.001 * s) for s in (100, 101)
+              for lr, loss in ((1e-3, 3.2), (2e-3, 3.0), (4e-3, 3.1))]
+    flag = {"lr_protocol.judge_neighbours": True}
+    judged = [make_record("relu", s, 3.0 + 0.001 * s + abs(lr - 2e-3), lr=lr, config=flag)
+              for s in (0, 1) for lr in (2e-3, 1.41e-3, 2.83e-3)]
+    text = report.write_report(write_sweep(tmp_path / "s", tuning + judged), bench_files=[]).read_text()
+    summary = text.split("\n\n")[1]
+    assert summary.startswith("2 finished judged runs of 1 variants (seeds 0, 1), plus 6 lr-tuning runs on seeds "
+                              "100, 101 (0 diverged; "), summary
+    assert ", plus 4 runs of the judged seeds at the chosen lrs' neighbours (0 diverged; " in summary, summary
