@@ -25,10 +25,10 @@ SHARED_RULES = {
     "the practice band": (
         f"a verdict is decided from the settings whose FFN pre-activation std at init lies in [{PRACTICE_BAND[0]:g}, "
         f"{PRACTICE_BAND[1]:g}] ({BAND_SOURCES}; claims.band: 0.02·√d_model under GPT-2's init, 1 under fan_in, the "
-        "gain under init=scaled); a setting outside it is a sensitivity check, shown with its label and never changing "
-        "the verdict (\"reverses at init std 0.16\" only where its own reading is decided on the other side, else its "
-        "verdict: \"inconclusive at init std 0.32\"); with no setting in the band the verdict is inconclusive (no "
-        "setting in the practice band)"),
+        "gain under init=scaled); a setting outside it is a sensitivity check, shown with its label (\"reverses\" "
+        "where its whole interval lies across the threshold from the deciding estimate, else its verdict) and never "
+        "changing the verdict; with no setting in the band the verdict is inconclusive (no setting in the practice "
+        "band)"),
     "the deciding comparison": (
         "the pre-registered comparison decides: each side at the lr with the lowest median tuning loss, judged on "
         "fresh seeds, in the base setting: the in-band init nearest the band's centre (0.89) with no qk-norm or "

@@ -209,9 +209,12 @@ def _init_check(out: Robustness, best: Comparison, others: list[Comparison], min
     for c in others:
         theirs = judged(c)
         where = f"model.init={init_name(c.key.setting)} (init std {preactivation_std(c.key.setting) or 0:.2f})"
-        # a reversal is a decided reading on the other side, as C4's stability part defines it (its interval
-        # excludes the threshold), not a point estimate that crossed it inside the noise
-        reverses = theirs.verdict != INCONCLUSIVE and side(c.diff.mean or 0) != side(best.diff.mean or 0)
+        # a reversal is the cell's whole interval (the one its verdict reads) on the other side of the threshold
+        # from the deciding estimate, as the init-sensitivity line defines it (activations.init_sensitivity); an
+        # estimate that crossed it inside the noise, even in a decided cell ("contradicted": inside ±m), is not one
+        wide = nested(c, NATS)
+        iv = wide.diff if wide is not None else judged_only(c, NATS)
+        reverses = iv.has_ci and side(iv.ci_low) == side(iv.ci_high) != side(best.diff.mean or 0)
         if c in inside:
             label = INIT_ROBUST if theirs.verdict == mine.verdict else INIT_DEPENDENT
         else:

@@ -265,7 +265,7 @@ def unused_section(loaded: Loaded) -> list[str]:
 def summary_paragraph(loaded: Loaded, results: list[ClaimResult]) -> str:
     """The opening paragraph: which judged runs (the lr-tuning runs apart: they are judged by no statistic; the runs
     at the chosen lrs' neighbours apart: they widen the intervals), on what data, and the count of verdicts. Every
-    run loaded is counted in one of the three, or among those not used."""
+    run loaded is counted once: finished judged, diverged judged, tuning, neighbour, or not used."""
     usable = [r for r in loaded.runs if r.usable]
     if not usable:
         return (f"No usable runs in `{loaded.source}` ({len(loaded.unused)} not used, listed below). Only the "

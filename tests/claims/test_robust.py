@@ -6,7 +6,7 @@ tokens, optimum not bracketed, plateau-edge, reduced grid; and a factor no run v
 undecided (its reading where the runs ran kept as `scoped`). The fixtures' runs start in the band (fan_in) unless a
 test places them elsewhere."""
 
-from fixtures.report.synthetic import GRID, make_record
+from fixtures.report.synthetic import GRID, WIGGLE, make_record
 from fixtures.report.synthetic import tuned_arm as arm
 
 from ffnbench.claims import Run, evaluate
@@ -268,6 +268,15 @@ def test_a_cell_outside_the_band_whose_estimate_crosses_zero_inside_its_noise_is
     assert "reverses" not in result.effect and "reverses" not in details
     line = next(x for x in details.splitlines() if "model.init=gpt2" in x)
     assert "= -0.1" in line and ": inconclusive, against supported" in line, line
+    # decided, but inside ±m around 0 (contradicted: no gain as large as the margin) with a negative estimate:
+    # still no reversal, its interval reaches both sides of 0
+    gelu = [r for r in gelu if r["config"].get("tuning")]
+    gelu += [make_record("gelu", s, 3.10 + WIGGLE["swiglu"][s] + d, lr=0.004, config=there)
+             for s, d in zip((0, 1, 2), (-0.004, +0.002, -0.003), strict=True)]
+    result, details = c3(everywhere() + gelu + arm("swiglu", RELU, 3.10, there))
+    line = next(x for x in details.splitlines() if "model.init=gpt2" in x)
+    assert line.startswith("  - contradicted at init std 0.11, outside practice") and "= -0.0" in line, line
+    assert "reverses" not in result.effect, result.effect
 
 
 def test_an_in_band_cell_that_reverses_the_sign_makes_the_verdict_inconclusive():

@@ -396,8 +396,10 @@ def test_summary_counts_the_runs_at_the_chosen_lrs_neighbours_apart(tmp_path):
     flag = {"lr_protocol.judge_neighbours": True}
     judged = [make_record("relu", s, 3.0 + 0.001 * s + abs(lr - 2e-3), lr=lr, config=flag)
               for s in (0, 1) for lr in (2e-3, 1.41e-3, 2.83e-3)]
+    judged[-1] = make_record("relu", 1, None, lr=2.83e-3, config=flag, status="diverged")
     text = report.write_report(write_sweep(tmp_path / "s", tuning + judged), bench_files=[]).read_text()
     summary = text.split("\n\n")[1]
     assert summary.startswith("2 finished judged runs of 1 variants (seeds 0, 1), plus 6 lr-tuning runs on seeds "
                               "100, 101 (0 diverged; "), summary
-    assert ", plus 4 runs of the judged seeds at the chosen lrs' neighbours (0 diverged; " in summary, summary
+    assert ", plus 4 runs of the judged seeds at the chosen lrs' neighbours (1 diverged; " in summary, summary
+    assert "0 diverged judged runs and 0 other runs not used" in summary, summary
