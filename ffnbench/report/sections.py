@@ -19,6 +19,7 @@ from ffnbench.claims import (
     fmt_p,
     summary_of,
 )
+from ffnbench.claims.lr_protocol import NEIGHBOUR
 from ffnbench.claims.pairing import paired_difference
 from ffnbench.report.comparisons import comparisons, mean_of, reference_label
 from ffnbench.report.costs import costs_section
@@ -284,7 +285,7 @@ def summary_paragraph(loaded: Loaded, results: list[ClaimResult]) -> str:
              f"{'s' if len(tuning_seeds) > 1 else ''} {', '.join(map(str, tuning_seeds))} "
              f"({sum(r.diverged for r in tuning)} diverged; they only choose each variant's lr, see Learning rates)"
              if tuning else "")
-    neighbours = [r for r in loaded.runs if r.role == "neighbour"]
+    neighbours = [r for r in loaded.runs if r.role == NEIGHBOUR]
     near = (f", plus {len(neighbours)} run{'s' if len(neighbours) > 1 else ''} of the judged seeds at the chosen lrs' "
             f"neighbours ({sum(r.diverged for r in neighbours)} diverged; they put the lr choice inside the intervals)"
             if neighbours else "")
