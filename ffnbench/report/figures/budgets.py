@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from ffnbench.claims import Run, describe_setting, group_by, summary_of
+from ffnbench.claims.runs import short_setting
 from ffnbench.report.comparisons import primary_runs, variant_order
 from ffnbench.report.figures.plotting import error_bar, pyplot, save, varying_labels
 
@@ -34,7 +35,10 @@ def fig_loss_vs_ratio(runs: list[Run], out: Path) -> str | None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     keys = sorted(series, key=str)
-    for key, label in zip(keys, varying_labels([tuple((k, v) for k, v in key if k != "setting") for key in keys])):
+    # the setting in a legend's few words: two series that differ only in their init or length must not both read
+    # 'gelu'
+    words = [tuple((k, short_setting(v, named=False) if k == "setting" else v) for k, v in key) for key in keys]
+    for key, label in zip(keys, varying_labels(words)):
         ratios = sorted(series[key])
         sums = [summary_of(series[key][x]) for x in ratios]
         ax.errorbar(ratios, [s.mean for s in sums], yerr=[error_bar(s) for s in sums], marker="o", capsize=3,

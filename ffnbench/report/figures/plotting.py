@@ -32,6 +32,6 @@ def error_bar(s: Summary) -> float:
 
 def varying_labels(keys: list[tuple]) -> list[str]:
     """Labels for lines that differ in several factors: only the factors that actually differ."""
-    names = [[str(v) if k == "act" else f"{k} {v}" for k, v in key] for key in keys]
+    names = [[str(v) if k in ("act", "setting") else f"{k} {v}" for k, v in key] for key in keys]
     differ = [i for i in range(len(names[0])) if len({n[i] for n in names}) > 1] if names else []
     return [", ".join(n[i] for i in differ) for n in names]
