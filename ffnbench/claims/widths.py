@@ -95,15 +95,25 @@ def _tuning_of(obs: Observations, runs: list[Run]) -> tuple[Run, ...]:
     return tuple(r for r in obs.tuning if tuning_key(r) == key)
 
 
+def _neighbours_of(obs: Observations, runs: list[Run]) -> tuple[Run, ...]:
+    """The judged runs at the neighbours of the lr that chose `runs` (lr_protocol.judge_neighbours): with them on
+    both sides the comparison's interval holds the lr choice (claims.robust's nested interval), as every claim's."""
+    key = tuning_key(runs[0])
+    return tuple(r for r in obs.neighbours if tuning_key(r) == key)
+
+
 def _comparison(obs: Observations, act: str, key: Series, ratios: dict[float, list[Run]], other: float) -> Comparison:
-    """loss(other×) − loss(4×) in one series, paired by seed, with each width's tuning runs (the lr check's)."""
+    """loss(other×) − loss(4×) in one series, paired by seed, with each width's tuning runs (the lr check's) and its
+    judged runs at its chosen lr's neighbours (the nested interval's)."""
     tuned = key.lr is None
     return Comparison(a=f"{act} {SWEET:g}×", b=f"{act} {other:g}×",
                       key=PairKey(key.setting, bias=key.bias, multiple_of=key.multiple_of),
                       lr=_lr_text(key, ratios), best_lr=tuned, a_runs=tuple(ratios[SWEET]),
                       b_runs=tuple(ratios[other]), protocol=ONE_LR if not tuned else FRESH_SEEDS,
                       a_tuning=_tuning_of(obs, ratios[SWEET]) if tuned else (),
-                      b_tuning=_tuning_of(obs, ratios[other]) if tuned else ())
+                      b_tuning=_tuning_of(obs, ratios[other]) if tuned else (),
+                      a_neighbours=_neighbours_of(obs, ratios[SWEET]) if tuned else (),
+                      b_neighbours=_neighbours_of(obs, ratios[other]) if tuned else ())
 
 
 def _fixed_budget(obs: Observations, act: str, key: Series, series: dict[Series, dict[float, list[Run]]],

@@ -428,3 +428,38 @@ def test_a_part_read_in_two_cells_outside_the_band_with_one_verdict_gets_one_lab
     cells["init"].append(("tiny init", Verdict(INCONCLUSIVE, "an interval straddles"), False))
     labels = cell_check(no, "fan_in", cells).labels
     assert labels[:2] == ["contradicted outside the band", "inconclusive outside the band"], labels
+
+
+def test_c1_counts_the_lr_choice_of_each_width_in_its_interval():
+    """C1 reads each width at its tuned lr; where every width was judged at its chosen lr's neighbours too, its
+    interval is the nested one, as every claim's. 2× trails 4× at every lr of the tuning seeds, but 4×'s choice
+    between 0.002 and 0.004 turns on one tuning seed, and 4× judged at 0.004 is 0.1 worse: at the chosen lrs alone
+    4× beats 2× by 0.05 (supported), while the interval with the choice re-made on resampled tuning seeds reaches
+    past 0, and the part is not decided."""
+    budget = {"non_embedding_params": 20000}
+
+    def width(ratio: float, tuning: dict[float, tuple[float, ...]], judged: dict[float, float],
+              near: bool = True) -> list[dict]:
+        flag = {"lr_protocol.judge_neighbours": True} if near else {}
+        return ([make_record("gelu", 7 + i, loss, lr=lr, width=ratio, config={"tuning": True}, **budget)
+                 for lr, per_seed in tuning.items() for i, loss in enumerate(per_seed)]
+                + [make_record("gelu", s, loss + 0.002 * ((s * 7 + int(ratio)) % 5 - 2), lr=lr, width=ratio,
+                               config=flag, **budget)
+                   for lr, loss in judged.items() for s in range(6)])
+
+    def part(near: bool) -> tuple[Verdict, str]:
+        worse = {0.001: (3.3,) * 5, 0.002: (3.1,) * 5, 0.004: (3.2,) * 5}
+        fragile = {0.001: (3.2,) * 5, 0.002: (3.000, 3.000, 3.000, 3.1, 3.1), 0.004: (2.9, 2.9, 3.001, 3.001, 3.001)}
+        judged_2_8 = {0.002: 3.05} | ({0.001: 3.2, 0.004: 3.1} if near else {})
+        judged_4 = {0.002: 3.00} | ({0.001: 3.2, 0.004: 3.10} if near else {})
+        records = (width(4, fragile, judged_4, near) + width(2, worse, judged_2_8, near)
+                   + width(8, worse, judged_2_8, near))
+        result = {r.claim.id: r for r in evaluate(mark_neighbours([Run.from_record(r) for r in records]),
+                                                  bench_files=[])}["C1"]
+        return next(v for name, v in result.parts if "beats 2×" in name), "\n".join(result.details)
+
+    alone, details = part(near=False)
+    assert alone.verdict == SUPPORTED and "interval with the lr choice" not in details, alone
+    nested, details = part(near=True)
+    assert "interval with the lr choice" in details and "across the judged lrs" in details
+    assert nested.verdict == INCONCLUSIVE, nested
