@@ -148,8 +148,10 @@ def vary(key: PairKey, keys: Iterable[PairKey], factor: str) -> list[PairKey]:
 
 
 def other_cells(key: PairKey, keys: Iterable[PairKey]) -> dict[str, list[PairKey]]:
-    """vary() for each factor a part read off one setting is checked across (init, length, size)."""
-    keys = list(keys)
+    """vary() for each factor a part read off one setting is checked across (init, length, size), each factor's
+    cells in one order whatever order `keys` came in (a set's order follows the hash seed, and the report must
+    rebuild byte for byte)."""
+    keys = sorted(keys, key=repr)
     return {f: vary(key, keys, f) for f in ("init", "length", "size")}
 
 

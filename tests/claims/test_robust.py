@@ -11,7 +11,8 @@ from fixtures.report.synthetic import tuned_arm as arm
 
 from ffnbench.claims import Run, evaluate
 from ffnbench.claims.lr_protocol import mark_neighbours
-from ffnbench.claims.robust import cell_check
+from ffnbench.claims.pairing import PairKey
+from ffnbench.claims.robust import cell_check, other_cells
 from ffnbench.stats.verdicts import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Verdict
 
 # SwiGLU better than GELU at every lr, each best at 0.004: a robust ranking
@@ -432,28 +433,36 @@ def test_a_part_read_in_two_cells_outside_the_band_with_one_verdict_gets_one_lab
 
 def test_c1_counts_the_lr_choice_of_each_width_in_its_interval():
     """C1 reads each width at its tuned lr; where every width was judged at its chosen lr's neighbours too, its
-    interval is the nested one, as every claim's. 2× trails 4× at every lr of the tuning seeds, but 4×'s choice
-    between 0.002 and 0.004 turns on one tuning seed, and 4× judged at 0.004 is 0.1 worse: at the chosen lrs alone
-    4× beats 2× by 0.05 (supported), while the interval with the choice re-made on resampled tuning seeds reaches
-    past 0, and the part is not decided."""
+    interval is the nested one, as every claim's, from that width's own neighbour runs. 2× trails 4× at every lr of
+    the tuning seeds, but 4×'s choice between 0.002 and 0.00283 turns on one tuning seed, and 4× judged at 0.00283 is
+    0.1 worse: at the chosen lrs alone 4× beats 2× by 0.05 (supported), while the interval with the choice re-made on
+    resampled tuning seeds reaches past 0, and the part is not decided. A series without neighbour runs borrows none
+    from another that has them."""
     budget = {"non_embedding_params": 20000}
+    lo, mid, hi = 0.00141, 0.002, 0.00283  # a lattice lr and its neighbours (×√2, ÷√2)
 
-    def width(ratio: float, tuning: dict[float, tuple[float, ...]], judged: dict[float, float],
-              near: bool = True) -> list[dict]:
+    def width(ratio: float, tuning: dict[float, tuple[float, ...]], judged: dict[float, float], near: bool = True,
+              config: dict | None = None) -> list[dict]:
         flag = {"lr_protocol.judge_neighbours": True} if near else {}
-        return ([make_record("gelu", 7 + i, loss, lr=lr, width=ratio, config={"tuning": True}, **budget)
-                 for lr, per_seed in tuning.items() for i, loss in enumerate(per_seed)]
+        return ([make_record("gelu", 7 + i, loss, lr=lr, width=ratio, config={"tuning": True, **(config or {})},
+                             **budget) for lr, per_seed in tuning.items() for i, loss in enumerate(per_seed)]
                 + [make_record("gelu", s, loss + 0.002 * ((s * 7 + int(ratio)) % 5 - 2), lr=lr, width=ratio,
-                               config=flag, **budget)
+                               config={**flag, **(config or {})}, **budget)
                    for lr, loss in judged.items() for s in range(6)])
 
+    worse = {lo: (3.3,) * 5, mid: (3.1,) * 5, hi: (3.2,) * 5}
+    fragile = {lo: (3.2,) * 5, mid: (3.000, 3.000, 3.000, 3.1, 3.1), hi: (2.9, 2.9, 3.001, 3.001, 3.001)}
+
     def part(near: bool) -> tuple[Verdict, str]:
-        worse = {0.001: (3.3,) * 5, 0.002: (3.1,) * 5, 0.004: (3.2,) * 5}
-        fragile = {0.001: (3.2,) * 5, 0.002: (3.000, 3.000, 3.000, 3.1, 3.1), 0.004: (2.9, 2.9, 3.001, 3.001, 3.001)}
-        judged_2_8 = {0.002: 3.05} | ({0.001: 3.2, 0.004: 3.1} if near else {})
-        judged_4 = {0.002: 3.00} | ({0.001: 3.2, 0.004: 3.10} if near else {})
-        records = (width(4, fragile, judged_4, near) + width(2, worse, judged_2_8, near)
-                   + width(8, worse, judged_2_8, near))
+        # each width's neighbours lose differently: runs taken from the wrong width change the pairs below
+        judged_2, judged_8 = ({mid: 3.05} | ({lo: 3.3, hi: loss} if near else {}) for loss in (3.25, 3.15))
+        judged_4 = {mid: 3.00} | ({lo: 3.2, hi: 3.10} if near else {})
+        # the longer series is judged at its neighbours where the deciding one is not, and the other way round
+        longer, far = {"trainer.tokens_per_param": 24}, {} if near else {lo: 3.3, hi: 2.9}
+        records = (width(4, fragile, judged_4, near) + width(2, worse, judged_2, near)
+                   + width(8, worse, judged_8, near) + width(4, fragile, {mid: 3.00} | far, not near, longer)
+                   + width(2, worse, {mid: 3.05} | far, not near, longer)
+                   + width(8, worse, {mid: 3.05} | far, not near, longer))
         result = {r.claim.id: r for r in evaluate(mark_neighbours([Run.from_record(r) for r in records]),
                                                   bench_files=[])}["C1"]
         return next(v for name, v in result.parts if "beats 2×" in name), "\n".join(result.details)
@@ -461,5 +470,21 @@ def test_c1_counts_the_lr_choice_of_each_width_in_its_interval():
     alone, details = part(near=False)
     assert alone.verdict == SUPPORTED and "interval with the lr choice" not in details, alone
     nested, details = part(near=True)
-    assert "interval with the lr choice" in details and "across the judged lrs" in details
     assert nested.verdict == INCONCLUSIVE, nested
+    assert details.count("interval with the lr choice") == 2, details  # 2× and 8× against 4×, at 6 tokens/param
+    # each width's own neighbours: 3.25 − 3.10 and 3.15 − 3.10, less the fixture's seed wiggle
+    assert "gelu 4× 0.00283 / gelu 2× 0.00283: +0.1493" in details
+    assert "gelu 4× 0.00283 / gelu 8× 0.00283: +0.0497" in details
+
+
+def test_the_cells_a_part_is_checked_across_come_in_one_order_whatever_order_the_settings_came_in():
+    """C5 and C6 gather their settings in a set, whose order follows the hash seed: the cells (and the report's lines
+    of them) must not, or the report does not rebuild byte for byte."""
+    def key(init: str, gain: float, tpp: int = 6) -> PairKey:
+        return PairKey((("model.init", init), ("model.init_gain", gain), ("trainer.tokens_per_param", tpp)),
+                       act="relu", budget=4)
+
+    base, others = key("fan_in", 1.0), [key("scaled", 0.55), key("scaled", 0.32), key("fan_in", 1.0, 24)]
+    forward, backward = other_cells(base, [base, *others]), other_cells(base, [base, *reversed(others)])
+    assert forward == backward
+    assert len(forward["init"]) == 2 and forward["length"] == [key("fan_in", 1.0, 24)]
