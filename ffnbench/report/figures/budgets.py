@@ -50,7 +50,9 @@ def fig_loss_vs_ratio(runs: list[Run], out: Path) -> str | None:
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.set_xlabel("d_ff / d_model (FFN width ratio, log scale)")
     ax.set_ylabel("final validation loss (nats/token)")
-    ax.set_title("Loss vs FFN width ratio, judged runs (error bars: 95% CI over seeds)", fontsize=9)
+    acts = sorted({dict(key)["act"] for key in keys})  # one activation: the legend names settings only, so say it
+    ax.set_title(f"Loss vs FFN width ratio{f' of {acts[0]}' if len(acts) == 1 else ''}, judged runs (error bars: 95% "
+                 "CI over seeds)", fontsize=9)
     ax.legend(fontsize=7)
     return save(fig, out, "loss_vs_ratio.png")
 

@@ -7,11 +7,15 @@ from ffnbench.claims import Run
 from ffnbench.report.figures import budgets
 
 
-def legend_of(runs, tmp_path, monkeypatch) -> list[str]:
+def drawn(runs, tmp_path, monkeypatch):
     kept = []
     monkeypatch.setattr(budgets, "save", lambda fig, out, name: (kept.append(fig), name)[1])
     assert budgets.fig_loss_vs_ratio(runs, tmp_path) == "loss_vs_ratio.png"
-    return [t.get_text() for t in kept[0].axes[0].get_legend().get_texts()]
+    return kept[0].axes[0]
+
+
+def legend_of(runs, tmp_path, monkeypatch) -> list[str]:
+    return [t.get_text() for t in drawn(runs, tmp_path, monkeypatch).get_legend().get_texts()]
 
 
 def width_arm(tokens_per_param: float) -> list[Run]:
@@ -24,6 +28,7 @@ def test_series_that_differ_only_in_their_setting_are_told_apart_in_the_legend(t
     labels = legend_of(width_arm(6) + width_arm(24), tmp_path, monkeypatch)
     assert len(labels) == 2 and len(set(labels)) == 2
     assert any("6 tok/p" in label for label in labels) and any("24 tok/p" in label for label in labels)
+    assert "of gelu" in drawn(width_arm(6) + width_arm(24), tmp_path, monkeypatch).get_title()  # the legend does not
 
 
 def test_one_series_is_named_by_its_activation_alone(tmp_path, monkeypatch):
