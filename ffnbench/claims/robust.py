@@ -197,10 +197,14 @@ def _said(v: Verdict) -> str:
     return f"{v.verdict} ({v.reason})" if v.reason.startswith(LR_DEPENDENT) else v.verdict
 
 
-def _shown(c: Comparison, unit: Unit) -> str:
-    """The interval a cell's verdict reads, in the rule's unit: the nested one where the cell has one."""
+def _read(c: Comparison, unit: Unit) -> Paired:
+    """The interval a cell's verdict reads, in `unit`: the nested one where the cell has one."""
     wide = nested(c, unit)
-    return fmt_interval(wide.diff if wide is not None else judged_only(c, unit), unit=unit.name)
+    return wide.diff if wide is not None else judged_only(c, unit)
+
+
+def _shown(c: Comparison, unit: Unit) -> str:
+    return fmt_interval(_read(c, unit), unit=unit.name)
 
 
 def _init_check(out: Robustness, best: Comparison, others: list[Comparison], mine: Verdict, judged, what: str,
@@ -214,8 +218,7 @@ def _init_check(out: Robustness, best: Comparison, others: list[Comparison], min
         # a reversal is the cell's whole interval (the one its verdict reads) on the other side of the threshold
         # from the deciding estimate, as the init-sensitivity line defines it (activations.init_sensitivity); an
         # estimate that crossed it inside the noise, even in a decided cell ("contradicted": inside ±m), is not one
-        wide = nested(c, NATS)
-        iv = wide.diff if wide is not None else judged_only(c, NATS)
+        iv = _read(c, NATS)
         reverses = iv.has_ci and side(iv.ci_low) == side(iv.ci_high) != side(best.diff.mean or 0)
         if c in inside:
             label = INIT_ROBUST if theirs.verdict == mine.verdict else INIT_DEPENDENT

@@ -89,31 +89,27 @@ def _fixed_d(act: str, ratios: dict[float, list[Run]], ev: Evidence) -> None:
                       "law L = c + a·r^(−α) has them)")
 
 
-def _tuning_of(obs: Observations, runs: list[Run]) -> tuple[Run, ...]:
-    """The tuning runs that chose the lr of `runs` (one width's judged runs): those of their tuning key."""
+def _same_choice(pool: tuple[Run, ...], runs: list[Run]) -> tuple[Run, ...]:
+    """The runs of `pool` that share the lr choice of `runs` (one width's judged runs): those of their tuning key —
+    the tuning runs that chose it, or the judged runs at its neighbours (lr_protocol.judge_neighbours)."""
     key = tuning_key(runs[0])
-    return tuple(r for r in obs.tuning if tuning_key(r) == key)
-
-
-def _neighbours_of(obs: Observations, runs: list[Run]) -> tuple[Run, ...]:
-    """The judged runs at the neighbours of the lr that chose `runs` (lr_protocol.judge_neighbours): with them on
-    both sides the comparison's interval holds the lr choice (claims.robust's nested interval), as every claim's."""
-    key = tuning_key(runs[0])
-    return tuple(r for r in obs.neighbours if tuning_key(r) == key)
+    return tuple(r for r in pool if tuning_key(r) == key)
 
 
 def _comparison(obs: Observations, act: str, key: Series, ratios: dict[float, list[Run]], other: float) -> Comparison:
     """loss(other×) − loss(4×) in one series, paired by seed, with each width's tuning runs (the lr check's) and its
-    judged runs at its chosen lr's neighbours (the nested interval's)."""
+    judged runs at its chosen lr's neighbours (claims.robust's nested interval, which holds the lr choice)."""
     tuned = key.lr is None
+
+    def of(pool: tuple[Run, ...], ratio: float) -> tuple[Run, ...]:
+        return _same_choice(pool, ratios[ratio]) if tuned else ()
+
     return Comparison(a=f"{act} {SWEET:g}×", b=f"{act} {other:g}×",
                       key=PairKey(key.setting, bias=key.bias, multiple_of=key.multiple_of),
                       lr=_lr_text(key, ratios), best_lr=tuned, a_runs=tuple(ratios[SWEET]),
                       b_runs=tuple(ratios[other]), protocol=ONE_LR if not tuned else FRESH_SEEDS,
-                      a_tuning=_tuning_of(obs, ratios[SWEET]) if tuned else (),
-                      b_tuning=_tuning_of(obs, ratios[other]) if tuned else (),
-                      a_neighbours=_neighbours_of(obs, ratios[SWEET]) if tuned else (),
-                      b_neighbours=_neighbours_of(obs, ratios[other]) if tuned else ())
+                      a_tuning=of(obs.tuning, SWEET), b_tuning=of(obs.tuning, other),
+                      a_neighbours=of(obs.neighbours, SWEET), b_neighbours=of(obs.neighbours, other))
 
 
 def _fixed_budget(obs: Observations, act: str, key: Series, series: dict[Series, dict[float, list[Run]]],
