@@ -488,3 +488,26 @@ def test_the_cells_a_part_is_checked_across_come_in_one_order_whatever_order_the
     forward, backward = other_cells(base, [base, *others]), other_cells(base, [base, *reversed(others)])
     assert forward == backward
     assert len(forward["init"]) == 2 and forward["length"] == [key("fan_in", 1.0, 24)]
+
+
+def test_a_cell_outside_the_band_reverses_only_if_its_interval_with_the_lr_choice_lies_across_the_threshold():
+    """Under GPT-2's init (outside the band) gelu beats swiglu by 0.1 at the chosen lrs, every seed alike: on the
+    judged seeds alone a reversal. But swiglu's choice between 0.002 and 0.004 turns on one tuning seed, and at 0.004
+    swiglu is 0.1 ahead: the interval with the lr choice, the one the cell's verdict reads, reaches both sides of 0,
+    so the cell is labelled by its verdict, not "reverses"."""
+    there = {**SHORT, **GPT2}
+
+    def tuning(act: str, losses: dict[float, tuple[float, ...]]) -> list[dict]:
+        return [make_record(act, 7 + i, loss, lr=lr, config={"tuning": True, **there})
+                for lr, per_seed in losses.items() for i, loss in enumerate(per_seed)]
+
+    outside = (tuning("gelu", {0.001: (3.2,) * 5, 0.002: (3.0,) * 5, 0.004: (3.1,) * 5})
+               + tuning("swiglu", {0.001: (3.2,) * 5, 0.002: (3.000, 3.000, 3.000, 3.1, 3.1),
+                                   0.004: (2.9, 2.9, 3.001, 3.001, 3.001)})
+               + judged_at("gelu", 0.002, 2.90, there) + judged_at("gelu", 0.001, 3.2, there)
+               + judged_at("gelu", 0.004, 3.1, there) + judged_at("swiglu", 0.002, 3.00, there)
+               + judged_at("swiglu", 0.001, 3.2, there) + judged_at("swiglu", 0.004, 2.80, there))
+    result, details = c3(everywhere() + outside)
+    line = next(x for x in details.splitlines() if "model.init=gpt2" in x)
+    assert "reverses" not in line and "at init std 0.11, outside practice" in line, line
+    assert "reverses" not in result.effect, result.effect
